@@ -1,0 +1,197 @@
+//! Everything after a claim: heartbeat, complete, fail, release, Retry now, and the two sweeps
+//! that return work to the queue (the lease reaper and the retry scheduler).
+//!
+//! Only the lease holder may heartbeat, complete, fail or release (base-system §2); anyone else
+//! in scope gets `conflict` with the todo's state.
+
+use super::claim::lock_todo;
+use super::{PgStore, TODO_COLUMNS, TodoRow, db_error};
+use chrono::{DateTime, Duration, Utc};
+use models::error::{Error, Result};
+use models::scope::Actor;
+use models::store::SweepReport;
+use models::todo::{Todo, TodoState, retry_backoff};
+use serde_json::Value;
+use sqlx::{Postgres, Transaction};
+
+/// Rows one sweep statement touches at most; a sweep repeats until a batch comes back short.
+const SWEEP_BATCH_MAX: i64 = 500;
+
+impl PgStore {
+    /// Locks a todo the actor holds the lease on, and reads the clock after the lock.
+    async fn lock_held(&self, tx: &mut Transaction<'static, Postgres>, actor: &Actor, id: &str) -> Result<(Todo, DateTime<Utc>)> {
+        let todo = lock_todo(tx, id).await?;
+        actor.check_todo_access(&todo.identity)?;
+        if todo.state != TodoState::Claimed || todo.owner.as_deref() != Some(actor.label().as_str()) {
+            return Err(Error::conflict_state("the caller does not hold this todo's lease", todo.state.as_str()));
+        }
+        let now = self.clock_after_lock(tx).await?;
+        Ok((todo, now))
+    }
+
+    pub(crate) async fn heartbeat_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        let mut tx = self.begin().await?;
+        let (_, now) = self.lock_held(&mut tx, actor, id).await?;
+        let row: TodoRow = sqlx::query_as(composed_sql!(
+            "UPDATE todos t SET lease_expires_at = $2, updated_at = $3 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+        ))
+        .bind(id)
+        .bind(now + Duration::seconds(lease_seconds))
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        row.into_todo()
+    }
+
+    pub(crate) async fn complete_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let mut tx = self.begin().await?;
+        let (_, now) = self.lock_held(&mut tx, actor, id).await?;
+        let row: TodoRow = sqlx::query_as(composed_sql!(
+            "UPDATE todos t SET state = 'done', result = $2, completed_at = $3, lease_expires_at = NULL, updated_at = $3 \
+             WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+        ))
+        .bind(id)
+        .bind(&result)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        close_attempt(&mut tx, id, now, "completed").await?;
+        tx.commit().await.map_err(db_error)?;
+        row.into_todo()
+    }
+
+    /// Below `max_attempts` the todo parks with a backoff; at it, it is dead-lettered.
+    pub(crate) async fn fail_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let mut tx = self.begin().await?;
+        let (todo, now) = self.lock_held(&mut tx, actor, id).await?;
+        let next_retry_at = (todo.attempt < todo.max_attempts).then(|| now + retry_backoff(todo.attempt));
+        let row: TodoRow = sqlx::query_as(composed_sql!(
+            "UPDATE todos t SET state = 'failed', result = $2, next_retry_at = $3, lease_expires_at = NULL, updated_at = $4 \
+             WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+        ))
+        .bind(id)
+        .bind(&result)
+        .bind(next_retry_at)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        close_attempt(&mut tx, id, now, "failed").await?;
+        tx.commit().await.map_err(db_error)?;
+        row.into_todo()
+    }
+
+    /// Back to pending with the attempt unchanged: a release is not a failure.
+    pub(crate) async fn release_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let mut tx = self.begin().await?;
+        let (_, now) = self.lock_held(&mut tx, actor, id).await?;
+        let row: TodoRow = sqlx::query_as(composed_sql!(
+            "UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, \
+               updated_at = $2 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+        ))
+        .bind(id)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        close_attempt(&mut tx, id, now, "released").await?;
+        tx.commit().await.map_err(db_error)?;
+        row.into_todo()
+    }
+
+    /// "Retry now": a failed todo (parked or dead-lettered) back to pending with a fresh attempt
+    /// budget; the attempt history stays.
+    pub(crate) async fn retry_now_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let mut tx = self.begin().await?;
+        let todo = lock_todo(&mut tx, id).await?;
+        actor.check_todo_access(&todo.identity)?;
+        if todo.state != TodoState::Failed {
+            return Err(Error::conflict_state("only a failed todo can be retried", todo.state.as_str()));
+        }
+        let now = self.clock_after_lock(&mut tx).await?;
+        let row: TodoRow = sqlx::query_as(composed_sql!(
+            "UPDATE todos t SET state = 'pending', attempt = 0, result = NULL, claimed_at = NULL, completed_at = NULL, \
+               next_retry_at = NULL, owner = NULL, claimed_by_endpoint_id = NULL, updated_at = $2 \
+             WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+        ))
+        .bind(id)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        row.into_todo()
+    }
+
+    /// The lease reaper: lapsed claims return to pending, or are dead-lettered at `max_attempts`.
+    /// Rows a claim transaction holds are skipped, not waited on; the next tick gets them.
+    pub(crate) async fn reap_tx(&self) -> Result<SweepReport> {
+        let mut report = SweepReport::default();
+        loop {
+            let (pending, dead): (i64, i64) = sqlx::query_as(
+                "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
+                 lapsed AS ( \
+                   SELECT t.id FROM todos t, clock WHERE t.state = 'claimed' AND t.lease_expires_at < clock.now \
+                   ORDER BY t.lease_expires_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
+                 reaped AS ( \
+                   UPDATE todos t SET state = CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END, \
+                     owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, next_retry_at = NULL, \
+                     updated_at = clock.now \
+                   FROM lapsed, clock WHERE t.id = lapsed.id RETURNING t.id, t.state), \
+                 closed AS ( \
+                   UPDATE todo_attempts a SET ended_at = clock.now, outcome = 'reaped' FROM reaped, clock \
+                   WHERE a.todo_id = reaped.id AND a.ended_at IS NULL) \
+                 SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'failed') FROM reaped",
+            )
+            .bind(self.now_param())
+            .bind(SWEEP_BATCH_MAX)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+            report.returned_to_pending += pending as u64;
+            report.dead_lettered += dead as u64;
+            if pending + dead < SWEEP_BATCH_MAX {
+                return Ok(report);
+            }
+        }
+    }
+
+    /// The retry scheduler: parked retries whose backoff has elapsed return to pending, attempt kept.
+    pub(crate) async fn requeue_due_retries_tx(&self) -> Result<u64> {
+        let mut requeued = 0;
+        loop {
+            let batch = sqlx::query(
+                "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
+                 due AS ( \
+                   SELECT t.id FROM todos t, clock WHERE t.state = 'failed' AND t.next_retry_at <= clock.now \
+                     AND t.attempt < t.max_attempts ORDER BY t.next_retry_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED) \
+                 UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, next_retry_at = NULL, \
+                   updated_at = clock.now FROM due, clock WHERE t.id = due.id",
+            )
+            .bind(self.now_param())
+            .bind(SWEEP_BATCH_MAX)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?
+            .rows_affected();
+            requeued += batch;
+            if (batch as i64) < SWEEP_BATCH_MAX {
+                return Ok(requeued);
+            }
+        }
+    }
+}
+
+async fn close_attempt(tx: &mut Transaction<'static, Postgres>, id: &str, now: DateTime<Utc>, outcome: &str) -> Result<()> {
+    sqlx::query("UPDATE todo_attempts SET ended_at = $2, outcome = $3 WHERE todo_id = $1 AND ended_at IS NULL")
+        .bind(id)
+        .bind(now)
+        .bind(outcome)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}

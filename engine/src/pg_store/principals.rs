@@ -1,0 +1,323 @@
+//! Humans, their API tokens, teams and vended endpoints: who may act, and on what.
+//!
+//! Reach is computed on every call from live rows (an endpoint's effective scope is its vend
+//! grant intersected with its owner's current team memberships), never cached.
+
+use super::{PgStore, db_error};
+use models::error::{Error, Result};
+use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole};
+use models::store::{AgentLookup, NewEndpoint};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+/// A fresh bearer token: the type prefix (`sbh_`, `sbk_`) and 192 random bits in hex.
+pub fn new_token(prefix: &str) -> String {
+    let mut bytes = [0_u8; 24];
+    rand::rng().fill_bytes(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}{hex}")
+}
+
+/// Tokens are stored and looked up only as their SHA-256 digest.
+pub fn hash_token(token: &str) -> String {
+    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bootstrap failures the CLI reports with a clear message and exit status.
+#[derive(Debug)]
+pub enum BootstrapError {
+    NotFound(String),
+    Invalid(String),
+    Database(sqlx::Error),
+}
+
+impl std::fmt::Display for BootstrapError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootstrapError::NotFound(what) => write!(f, "not found: {what}"),
+            BootstrapError::Invalid(what) => write!(f, "invalid: {what}"),
+            BootstrapError::Database(error) => write!(f, "database error: {error}"),
+        }
+    }
+}
+
+impl From<sqlx::Error> for BootstrapError {
+    fn from(error: sqlx::Error) -> Self {
+        BootstrapError::Database(error)
+    }
+}
+
+fn slugify(name: &str) -> String {
+    let mut slug = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+        if slug.len() >= 40 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-').to_string();
+    if slug.is_empty() { "x".to_string() } else { slug }
+}
+
+fn random_suffix() -> String {
+    let mut bytes = [0_u8; 4];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl PgStore {
+    /// `switchboard admin human add`: creates (or finds) human `name`, optionally making them an
+    /// instance admin, and mints an operator API token for them.
+    pub async fn bootstrap_human(&self, name: &str, admin: bool) -> Result<(Human, String), BootstrapError> {
+        if name.trim().is_empty() || name.len() > 200 {
+            return Err(BootstrapError::Invalid("NAME must be 1-200 characters".into()));
+        }
+        let mut tx = self.pool.begin().await?;
+        let (id, name, instance_admin): (String, String, bool) = sqlx::query_as(
+            "INSERT INTO humans (id, name, instance_admin) \
+             VALUES ('hu_' || replace(gen_random_uuid()::text, '-', ''), $1, $2) \
+             ON CONFLICT (name) DO UPDATE SET instance_admin = humans.instance_admin OR EXCLUDED.instance_admin \
+             RETURNING id, name, instance_admin",
+        )
+        .bind(name)
+        .bind(admin)
+        .fetch_one(&mut *tx)
+        .await?;
+        let token = new_token("sbh_");
+        sqlx::query("INSERT INTO api_tokens (token_hash, human_id, label) VALUES ($1, $2, 'bootstrap')")
+            .bind(hash_token(&token))
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok((Human { id, name, instance_admin }, token))
+    }
+
+    /// `switchboard admin team add NAME --owner HUMAN`.
+    pub async fn bootstrap_team(&self, name: &str, owner_name: &str) -> Result<Team, BootstrapError> {
+        if name.trim().is_empty() || name.len() > 200 {
+            return Err(BootstrapError::Invalid("NAME must be 1-200 characters".into()));
+        }
+        let mut tx = self.pool.begin().await?;
+        let owner: Option<String> = sqlx::query_scalar("SELECT id FROM humans WHERE name = $1 OR id = $1")
+            .bind(owner_name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let owner = owner.ok_or_else(|| BootstrapError::NotFound(format!("human {owner_name}")))?;
+        let existing: Option<(String, String, String)> =
+            sqlx::query_as("SELECT id, slug, name FROM teams WHERE name = $1").bind(name).fetch_optional(&mut *tx).await?;
+        let (id, slug, name) = match existing {
+            Some(team) => team,
+            None => {
+                sqlx::query_as(
+                    "INSERT INTO teams (id, slug, name) VALUES ('tm_' || replace(gen_random_uuid()::text, '-', ''), $1, $2) \
+                     RETURNING id, slug, name",
+                )
+                .bind(format!("{}-{}", slugify(name), random_suffix()).chars().take(63).collect::<String>())
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await?
+            }
+        };
+        sqlx::query(
+            "INSERT INTO team_members (team_id, human_id, role) VALUES ($1, $2, 'owner') \
+             ON CONFLICT (team_id, human_id) DO UPDATE SET role = 'owner'",
+        )
+        .bind(&id)
+        .bind(&owner)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Team { id, slug, name })
+    }
+
+    /// `switchboard admin team member add TEAM HUMAN --role ROLE`.
+    pub async fn bootstrap_member(&self, team: &str, human: &str, role: TeamRole) -> Result<(Team, Human), BootstrapError> {
+        let mut tx = self.pool.begin().await?;
+        let found: Option<(String, String, String)> =
+            sqlx::query_as("SELECT id, slug, name FROM teams WHERE id = $1 OR slug = $1 OR name = $1")
+                .bind(team)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let (team_id, slug, team_name) = found.ok_or_else(|| BootstrapError::NotFound(format!("team {team}")))?;
+        let found: Option<(String, String, bool)> =
+            sqlx::query_as("SELECT id, name, instance_admin FROM humans WHERE id = $1 OR name = $1")
+                .bind(human)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let (human_id, name, instance_admin) = found.ok_or_else(|| BootstrapError::NotFound(format!("human {human}")))?;
+        sqlx::query(
+            "INSERT INTO team_members (team_id, human_id, role) VALUES ($1, $2, $3) \
+             ON CONFLICT (team_id, human_id) DO UPDATE SET role = EXCLUDED.role",
+        )
+        .bind(&team_id)
+        .bind(&human_id)
+        .bind(role.as_str())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok((Team { id: team_id, slug, name: team_name }, Human { id: human_id, name, instance_admin }))
+    }
+
+    pub(crate) async fn human_by_token_tx(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        let row: Option<(String, String, bool, Vec<String>, Vec<String>, Vec<String>)> = sqlx::query_as(
+            "SELECT h.id, h.name, h.instance_admin, \
+               ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
+                     OR e.owner_team_id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = h.id) \
+                     ORDER BY e.id), \
+               ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id), \
+               ARRAY(SELECT m.role FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id) \
+             FROM api_tokens k JOIN humans h ON h.id = k.human_id \
+             WHERE k.token_hash = $1 AND k.revoked_at IS NULL",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let Some((id, name, instance_admin, endpoint_ids, team_ids, roles)) = row else {
+            return Ok(None);
+        };
+        let teams = team_ids
+            .iter()
+            .zip(&roles)
+            .map(|(team, role)| Ok((team.clone(), TeamRole::parse("role", role)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(HumanScope { human: Human { id, name, instance_admin }, reach: Reach { endpoint_ids, team_ids }, teams }))
+    }
+
+    pub(crate) async fn agent_by_token_tx(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        type Row = (String, String, Option<String>, Vec<String>, Vec<String>, Vec<String>);
+        // Team grants count only while the endpoint's owner still reaches the team.
+        let row: Option<Row> = sqlx::query_as(
+            "WITH live AS ( \
+               SELECT g.team_id, g.queue FROM endpoint_grants g JOIN endpoints e ON e.id = g.endpoint_id \
+               WHERE e.token_hash = $1 AND (g.team_id IS NULL OR g.team_id = e.owner_team_id \
+                 OR EXISTS (SELECT 1 FROM team_members m WHERE m.team_id = g.team_id AND m.human_id = e.owner_human_id))) \
+             SELECT e.id, e.slug, e.owner_human_id, e.verbs, \
+               ARRAY(SELECT coalesce(team_id, '') FROM live ORDER BY team_id NULLS FIRST, queue), \
+               ARRAY(SELECT queue FROM live ORDER BY team_id NULLS FIRST, queue) \
+             FROM endpoints e WHERE e.token_hash = $1 AND NOT e.revoked",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let Some((id, endpoint_slug, owner_human_id, verbs, grant_teams, grant_queues)) = row else {
+            return Ok(AgentLookup::Unknown);
+        };
+        if endpoint_slug != slug && id != slug {
+            return Ok(AgentLookup::OtherEndpoint);
+        }
+        let mut reach = Reach { endpoint_ids: vec![id.clone()], team_ids: vec![] };
+        let granted = grant_teams
+            .into_iter()
+            .zip(grant_queues)
+            .map(|(team, queue)| {
+                if team.is_empty() {
+                    QueueIdentity::endpoint(id.clone(), queue)
+                } else {
+                    if !reach.team_ids.contains(&team) {
+                        reach.team_ids.push(team.clone());
+                    }
+                    QueueIdentity::team(team, queue)
+                }
+            })
+            .collect();
+        Ok(AgentLookup::Found(AgentScope { endpoint_id: id, endpoint_slug, owner_human_id, reach, granted, verbs }))
+    }
+
+    pub(crate) async fn resolve_scope_tx(&self, human: &HumanScope, scope: &ScopeRef) -> Result<Owner> {
+        let (sql, reference, allowed) = match scope {
+            ScopeRef::Endpoint(reference) => {
+                ("SELECT id FROM endpoints WHERE (id = $1 OR slug = $1) AND id = ANY($2)", reference, &human.reach.endpoint_ids)
+            }
+            ScopeRef::Team(reference) => {
+                ("SELECT id FROM teams WHERE (id = $1 OR slug = $1) AND id = ANY($2)", reference, &human.reach.team_ids)
+            }
+        };
+        let id: Option<String> =
+            sqlx::query_scalar(sql).bind(reference).bind(allowed).fetch_optional(&self.pool).await.map_err(db_error)?;
+        match (id, scope) {
+            (Some(id), ScopeRef::Endpoint(_)) => Ok(Owner::Endpoint(id)),
+            (Some(id), ScopeRef::Team(_)) => Ok(Owner::Team(id)),
+            (None, _) => Err(Error::not_found()),
+        }
+    }
+
+    pub(crate) async fn vend_endpoint_tx(&self, new: NewEndpoint) -> Result<Endpoint> {
+        if new.owner_human_id.is_some() == new.owner_team_id.is_some() {
+            return Err(Error::internal("an endpoint needs exactly one owner"));
+        }
+        let mut tx = self.begin().await?;
+        let slug = format!("{}-{}", slugify(&new.name), random_suffix());
+        let id: String = sqlx::query_scalar(
+            "INSERT INTO endpoints (id, slug, name, owner_human_id, owner_team_id, token_hash, verbs) \
+             VALUES ('ep_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $5, $6) RETURNING id",
+        )
+        .bind(&slug)
+        .bind(&new.name)
+        .bind(&new.owner_human_id)
+        .bind(&new.owner_team_id)
+        .bind(&new.token_hash)
+        .bind(&new.verbs)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        let mut teams: Vec<String> = new.own_queues.iter().map(|_| String::new()).collect();
+        let mut queues = new.own_queues.clone();
+        for (team, queue) in &new.team_queues {
+            teams.push(team.clone());
+            queues.push(queue.clone());
+        }
+        sqlx::query(
+            "INSERT INTO endpoint_grants (endpoint_id, team_id, queue) \
+             SELECT DISTINCT $1, nullif(team, ''), queue FROM unnest($2::text[], $3::text[]) AS grants (team, queue)",
+        )
+        .bind(&id)
+        .bind(&teams)
+        .bind(&queues)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        let mut endpoints = self.endpoints_by_ids(&[id]).await?;
+        endpoints.pop().ok_or_else(|| Error::internal("vended endpoint vanished"))
+    }
+
+    pub(crate) async fn endpoints_by_ids(&self, ids: &[String]) -> Result<Vec<Endpoint>> {
+        type Row = (String, String, String, Option<String>, Option<String>, Vec<String>, bool, Vec<String>, Vec<String>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT e.id, e.slug, e.name, e.owner_human_id, e.owner_team_id, e.verbs, e.revoked, \
+               ARRAY(SELECT coalesce(g.team_id, '') FROM endpoint_grants g WHERE g.endpoint_id = e.id ORDER BY g.team_id NULLS FIRST, g.queue), \
+               ARRAY(SELECT g.queue FROM endpoint_grants g WHERE g.endpoint_id = e.id ORDER BY g.team_id NULLS FIRST, g.queue) \
+             FROM endpoints e WHERE e.id = ANY($1) ORDER BY e.created_at, e.id",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, slug, name, owner_human_id, owner_team_id, verbs, revoked, teams, queues)| {
+                let queues = teams
+                    .into_iter()
+                    .zip(queues)
+                    .map(|(team, queue)| {
+                        if team.is_empty() { QueueIdentity::endpoint(id.clone(), queue) } else { QueueIdentity::team(team, queue) }
+                    })
+                    .collect();
+                Endpoint { id, slug, name, owner_human_id, owner_team_id, queues, verbs, revoked }
+            })
+            .collect())
+    }
+
+    /// Finds a human by name, for tests and the CLI; never exposed over HTTP.
+    pub async fn human_id_by_name(&self, name: &str) -> Result<Option<String>> {
+        sqlx::query_scalar("SELECT id FROM humans WHERE name = $1").bind(name).fetch_optional(&self.pool).await.map_err(db_error)
+    }
+}

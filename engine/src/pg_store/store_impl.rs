@@ -1,0 +1,84 @@
+//! `Store` for `PgStore`: each trait method is one of the transactions in the sibling modules.
+
+use super::PgStore;
+use models::error::Result;
+use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::scope::{Actor, Endpoint, HumanScope};
+use models::store::{AgentLookup, ClaimNext, NewEndpoint, Store, SweepReport, TodoQuery};
+use models::todo::{Created, NewTodo, Todo};
+use serde_json::Value;
+
+impl Store for PgStore {
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(super::db_error)?;
+        Ok(())
+    }
+
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        self.human_by_token_tx(token_hash).await
+    }
+
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        self.agent_by_token_tx(slug, token_hash).await
+    }
+
+    async fn resolve_scope(&self, human: &HumanScope, scope: &ScopeRef) -> Result<Owner> {
+        self.resolve_scope_tx(human, scope).await
+    }
+
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
+        self.vend_endpoint_tx(endpoint).await
+    }
+
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
+        self.endpoints_by_ids(&human.reach.endpoint_ids).await
+    }
+
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
+        self.create_todo_tx(todo).await
+    }
+
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        self.list_todos_tx(query).await
+    }
+
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.get_todo_tx(actor, id).await
+    }
+
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+        self.claim_next_tx(actor, queues, lease_seconds).await
+    }
+
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        self.claim_tx(actor, id, lease_seconds).await
+    }
+
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        self.heartbeat_tx(actor, id, lease_seconds).await
+    }
+
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.complete_tx(actor, id, result).await
+    }
+
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.fail_tx(actor, id, result).await
+    }
+
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.release_tx(actor, id).await
+    }
+
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.retry_now_tx(actor, id).await
+    }
+
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        self.reap_tx().await
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        self.requeue_due_retries_tx().await
+    }
+}

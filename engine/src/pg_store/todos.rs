@@ -1,0 +1,115 @@
+//! Creating, listing and reading todos.
+//!
+//! Creation dedups on the idempotency key among live rows of the same queue identity: the
+//! partial unique indexes decide under concurrency, and the loser reads the winner's row.
+
+use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, identity_arrays, identity_filter};
+use models::error::{Error, Result};
+use models::scope::Actor;
+use models::store::TodoQuery;
+use models::todo::{Created, NewTodo, Todo};
+
+/// How often a create retries when the live row it deduped onto finished in between.
+const DEDUP_RETRIES_MAX: usize = 3;
+
+impl PgStore {
+    pub(crate) async fn create_todo_tx(&self, new: NewTodo) -> Result<Created> {
+        new.validate()?;
+        for _ in 0..DEDUP_RETRIES_MAX {
+            let inserted: Option<TodoRow> = sqlx::query_as(composed_sql!(
+                "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
+                 INSERT INTO todos AS t (id, endpoint_id, team_id, queue, title, payload, idempotency_key, max_attempts, \
+                                         created_by_kind, created_by_id, created_at, updated_at) \
+                 SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $4, $5, $6, $7, $8, $9, $10, clock.now, clock.now \
+                 FROM clock \
+                 ON CONFLICT DO NOTHING \
+                 RETURNING {TODO_COLUMNS}"
+            ))
+            .bind(self.now_param())
+            .bind(new.identity.endpoint_id())
+            .bind(new.identity.team_id())
+            .bind(&new.identity.queue)
+            .bind(&new.title)
+            .bind(&new.payload)
+            .bind(&new.idempotency_key)
+            .bind(new.max_attempts)
+            .bind(new.created_by_kind.as_str())
+            .bind(&new.created_by_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+            if let Some(row) = inserted {
+                return Ok(Created { todo: row.into_todo()?, deduped: false });
+            }
+            let Some(key) = &new.idempotency_key else {
+                return Err(Error::internal("insert without an idempotency key conflicted"));
+            };
+            let existing: Option<TodoRow> = sqlx::query_as(composed_sql!(
+                "SELECT {TODO_COLUMNS} FROM todos t \
+                 WHERE t.endpoint_id IS NOT DISTINCT FROM $1 AND t.team_id IS NOT DISTINCT FROM $2 \
+                   AND t.queue = $3 AND t.idempotency_key = $4 \
+                   AND t.state <> 'done' AND (t.state <> 'failed' OR t.next_retry_at IS NOT NULL)"
+            ))
+            .bind(new.identity.endpoint_id())
+            .bind(new.identity.team_id())
+            .bind(&new.identity.queue)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+            if let Some(row) = existing {
+                return Ok(Created { todo: row.into_todo()?, deduped: true });
+            }
+        }
+        Err(Error::unavailable("the todo could not be created; try again"))
+    }
+
+    pub(crate) async fn list_todos_tx(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        let identities = query.identities.unwrap_or_default();
+        let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(&identities);
+        let rows: Vec<TodoRow> = sqlx::query_as(composed_sql!(
+            "SELECT {TODO_COLUMNS} FROM todos t WHERE {} AND ($5::text IS NULL OR t.state = $5) \
+             ORDER BY t.created_at DESC, t.id DESC LIMIT $6",
+            identity_filter(1)
+        ))
+        .bind(&endpoint_ids)
+        .bind(&endpoint_queues)
+        .bind(&team_ids)
+        .bind(&team_queues)
+        .bind(query.state.map(|s| s.as_str()))
+        .bind(query.limit.clamp(1, 1000))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.into_iter().map(TodoRow::into_todo).collect()
+    }
+
+    /// Lists every todo a reach covers (all queues of its endpoints and teams).
+    pub async fn list_reach_todos(&self, actor: &Actor, state: Option<&str>, limit: i64) -> Result<Vec<Todo>> {
+        let reach = actor.reach();
+        let rows: Vec<TodoRow> = sqlx::query_as(composed_sql!(
+            "SELECT {TODO_COLUMNS} FROM todos t WHERE (t.endpoint_id = ANY($1) OR t.team_id = ANY($2)) \
+             AND ($3::text IS NULL OR t.state = $3) ORDER BY t.created_at DESC, t.id DESC LIMIT $4"
+        ))
+        .bind(&reach.endpoint_ids)
+        .bind(&reach.team_ids)
+        .bind(state)
+        .bind(limit.clamp(1, 1000))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.into_iter().map(TodoRow::into_todo).collect()
+    }
+
+    pub(crate) async fn get_todo_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let row: Option<TodoRow> = sqlx::query_as(composed_sql!("SELECT {TODO_COLUMNS} FROM todos t WHERE t.id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let todo = row.ok_or_else(Error::not_found)?.into_todo()?;
+        // get_todo on a foreign id, or on an own todo outside the grant, is not_found (base-system §3).
+        actor.check_todo_access(&todo.identity).map_err(|_| Error::not_found())?;
+        Ok(todo)
+    }
+}

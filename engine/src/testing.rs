@@ -1,0 +1,67 @@
+//! The throwaway-Postgres test harness: one cluster per test binary, one database per test.
+//!
+//! Real PostgreSQL in every test that touches storage, never a mock. The cluster starts on first
+//! use (≈0.6 s), each test gets a fresh database with the migrations applied (≈60 ms), and a
+//! watchdog removes the cluster when the test process ends, however it ends.
+
+use crate::pg_cluster::{Cluster, ClusterConfig, PgBinaries};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+static DATABASES_MADE: AtomicU32 = AtomicU32::new(0);
+
+/// The shared cluster of this test binary, started on first call.
+pub fn cluster() -> &'static Cluster {
+    let started = CLUSTER.get_or_init(|| start_cluster().map_err(|e| e.to_string()));
+    match started {
+        Ok(cluster) => cluster,
+        // A test cannot run without its database; failing loudly here is the point.
+        Err(message) => panic!("cannot start the throwaway PostgreSQL cluster: {message}"),
+    }
+}
+
+fn start_cluster() -> Result<Cluster, Box<dyn std::error::Error>> {
+    let bins = PgBinaries::locate()?;
+    let root = tempfile::Builder::new().prefix("sbpg-").tempdir_in("/tmp")?.keep();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let config = ClusterConfig { tcp_port: Some(port), durable: false, max_connections: 300 };
+    let cluster = Cluster::new(bins, &root, config)?;
+    cluster.remove_when_process_exits(std::process::id())?;
+    cluster.init_if_needed()?;
+    cluster.start()?;
+    Ok(cluster)
+}
+
+/// A fresh, migrated database on the shared cluster.
+#[derive(Debug, Clone)]
+pub struct TestDatabase {
+    pub name: String,
+    pub url: String,
+}
+
+/// Creates a database for one test and applies the migrations to it.
+pub async fn fresh_database() -> TestDatabase {
+    let database = empty_database().await;
+    let pool = sqlx::PgPool::connect(&database.url).await.unwrap_or_else(|e| panic!("connect to {}: {e}", database.name));
+    crate::pg_store::MIGRATOR.run(&pool).await.unwrap_or_else(|e| panic!("migrate {}: {e}", database.name));
+    pool.close().await;
+    database
+}
+
+/// Creates an empty database (no migrations), e.g. for a server that migrates it itself.
+pub async fn empty_database() -> TestDatabase {
+    let cluster = tokio::task::spawn_blocking(cluster).await.unwrap_or_else(|e| panic!("cluster start: {e}"));
+    let name = format!("t{}_{}", std::process::id(), DATABASES_MADE.fetch_add(1, Ordering::SeqCst));
+    let admin_url = cluster.tcp_url("postgres").unwrap_or_else(|| unreachable!("test clusters listen on TCP"));
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test cluster: {e}"));
+    // `name` is built above from the pid and a counter: digits and underscores only.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name} TEMPLATE template0")))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    let url = cluster.tcp_url(&name).unwrap_or_else(|| unreachable!("test clusters listen on TCP"));
+    TestDatabase { name, url }
+}

@@ -1,0 +1,107 @@
+//! Fixtures for engine tests: a fresh database per test, a store on a manual clock, and a
+//! human with an endpoint and its agent scope.
+
+#![allow(dead_code)]
+
+use chrono::{DateTime, TimeZone, Utc};
+use engine::pg_store::{hash_token, new_token};
+use engine::testing::{TestDatabase, fresh_database};
+use engine::{PgStore, PoolSettings};
+use models::identity::QueueIdentity;
+use models::scope::{Actor, HumanScope};
+use models::store::{AgentLookup, ManualClock, NewEndpoint, Store};
+use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, Todo};
+use std::sync::Arc;
+
+pub fn epoch() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).single().expect("valid instant")
+}
+
+pub struct World {
+    pub db: TestDatabase,
+    pub clock: ManualClock,
+    pub store: PgStore,
+}
+
+impl World {
+    pub async fn new() -> World {
+        let db = fresh_database().await;
+        let clock = ManualClock::at(epoch());
+        let store = World::store_on(&db, &clock).await;
+        World { db, clock, store }
+    }
+
+    /// Another engine instance with its own pool on the same database (a second replica).
+    pub async fn store_on(db: &TestDatabase, clock: &ManualClock) -> PgStore {
+        let settings = PoolSettings { connections_max: 20, ..PoolSettings::default() };
+        PgStore::connect(&db.url, settings, Arc::new(clock.clone())).await.expect("connect")
+    }
+
+    pub async fn human(&self, name: &str) -> HumanScope {
+        let (_, token) = self.store.bootstrap_human(name, false).await.expect("bootstrap human");
+        self.human_scope(&token).await
+    }
+
+    pub async fn human_scope(&self, token: &str) -> HumanScope {
+        self.store.human_by_token(&hash_token(token)).await.expect("lookup").expect("human exists")
+    }
+
+    /// Vends an endpoint owned by `owner` granting `queues`, and returns its agent actor.
+    pub async fn agent(&self, owner: &HumanScope, queues: &[&str]) -> Actor {
+        let token = new_token("sbk_");
+        let endpoint = self
+            .store
+            .vend_endpoint(NewEndpoint {
+                name: format!("{}-agent", owner.human.name),
+                owner_human_id: Some(owner.human.id.clone()),
+                owner_team_id: None,
+                own_queues: queues.iter().map(|q| q.to_string()).collect(),
+                team_queues: vec![],
+                verbs: models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect(),
+                token_hash: hash_token(&token),
+            })
+            .await
+            .expect("vend");
+        match self.store.agent_by_token(&endpoint.slug, &hash_token(&token)).await.expect("lookup") {
+            AgentLookup::Found(scope) => Actor::Agent(scope),
+            other => panic!("vended endpoint did not authenticate: {other:?}"),
+        }
+    }
+
+    /// The owner's human actor, refreshed so it reaches endpoints vended since.
+    pub async fn owner(&self, name: &str) -> Actor {
+        let (_, token) = self.store.bootstrap_human(name, false).await.expect("bootstrap human");
+        Actor::Human(self.human_scope(&token).await)
+    }
+
+    pub async fn push(&self, identity: &QueueIdentity, title: &str) -> Todo {
+        self.store.create_todo(new_todo(identity, title, None)).await.expect("create").todo
+    }
+}
+
+pub fn new_todo(identity: &QueueIdentity, title: &str, key: Option<&str>) -> NewTodo {
+    NewTodo {
+        identity: identity.clone(),
+        title: title.to_string(),
+        payload: None,
+        idempotency_key: key.map(str::to_string),
+        max_attempts: MAX_ATTEMPTS_DEFAULT,
+        created_by_kind: CreatedByKind::Human,
+        created_by_id: None,
+    }
+}
+
+/// The first granted queue identity of an agent.
+pub fn queue_of(agent: &Actor, name: &str) -> QueueIdentity {
+    match agent {
+        Actor::Agent(scope) => scope.granted.iter().find(|q| q.queue == name).cloned().expect("granted queue"),
+        Actor::Human(_) => panic!("not an agent"),
+    }
+}
+
+pub fn granted(agent: &Actor) -> Vec<QueueIdentity> {
+    match agent {
+        Actor::Agent(scope) => scope.granted.clone(),
+        Actor::Human(_) => panic!("not an agent"),
+    }
+}

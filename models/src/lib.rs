@@ -1,0 +1,14 @@
+//! The pure core of Switchboard and its executable specification.
+//!
+//! Owns: the domain types, the error codes, tenancy rules, the `Store` and `Clock` traits, the
+//! admission decision and window arithmetic (SPEC-0030), shared by the production engine and the
+//! reference model so the two cannot drift. Must never depend on Postgres, tokio or axum.
+
+pub mod error;
+pub mod identity;
+pub mod scope;
+pub mod store;
+pub mod todo;
+pub mod verbs;
+
+pub use error::{Code, Error, Result};

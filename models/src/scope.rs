@@ -1,0 +1,194 @@
+//! Principals and what they may reach (base-system §1, §3). Tenancy is decided here, from data
+//! the store hands over, so every surface and the reference model apply the same rules.
+
+use crate::error::{Error, Result};
+use crate::identity::{Owner, QueueIdentity};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Human {
+    pub id: String,
+    pub name: String,
+    pub instance_admin: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TeamRole {
+    Owner,
+    Admin,
+    Member,
+}
+
+impl TeamRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TeamRole::Owner => "owner",
+            TeamRole::Admin => "admin",
+            TeamRole::Member => "member",
+        }
+    }
+
+    pub fn parse(field: &str, raw: &str) -> Result<TeamRole> {
+        match raw {
+            "owner" => Ok(TeamRole::Owner),
+            "admin" => Ok(TeamRole::Admin),
+            "member" => Ok(TeamRole::Member),
+            _ => Err(Error::invalid(field, format!("{field} must be owner, admin or member"))),
+        }
+    }
+
+    /// Owners and admins configure a team's queues and endpoints; members only see and claim.
+    pub fn configures(self) -> bool {
+        matches!(self, TeamRole::Owner | TeamRole::Admin)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Team {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+}
+
+/// A vended endpoint: an MCP URL plus a bearer, scoped to granted queues and verbs (immutable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+    /// Exactly one of a human or a team owns an endpoint.
+    pub owner_human_id: Option<String>,
+    pub owner_team_id: Option<String>,
+    pub queues: Vec<QueueIdentity>,
+    pub verbs: Vec<String>,
+    pub revoked: bool,
+}
+
+/// The todos a principal may see at all. Anything outside answers `not_found`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reach {
+    pub endpoint_ids: Vec<String>,
+    pub team_ids: Vec<String>,
+}
+
+impl Reach {
+    pub fn contains(&self, identity: &QueueIdentity) -> bool {
+        match &identity.owner {
+            Owner::Endpoint(id) => self.endpoint_ids.iter().any(|e| e == id),
+            Owner::Team(id) => self.team_ids.iter().any(|t| t == id),
+        }
+    }
+}
+
+/// An agent authenticated to one endpoint, with its effective scope for this call: the vend
+/// grant intersected with the owner's live reach (a lost team membership drops its team queues).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentScope {
+    pub endpoint_id: String,
+    pub endpoint_slug: String,
+    pub owner_human_id: Option<String>,
+    pub reach: Reach,
+    pub granted: Vec<QueueIdentity>,
+    pub verbs: Vec<String>,
+}
+
+/// A human acting through the operator API: everything their own endpoints and teams hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HumanScope {
+    pub human: Human,
+    pub reach: Reach,
+    /// Team memberships with role, for decisions that need a configuring role.
+    pub teams: Vec<(String, TeamRole)>,
+}
+
+/// Whoever acts on a todo. The label is what `owner` records on a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    Agent(AgentScope),
+    Human(HumanScope),
+}
+
+impl Actor {
+    pub fn label(&self) -> String {
+        match self {
+            Actor::Agent(agent) => format!("endpoint:{}", agent.endpoint_id),
+            Actor::Human(human) => format!("human:{}", human.human.id),
+        }
+    }
+
+    pub fn reach(&self) -> &Reach {
+        match self {
+            Actor::Agent(agent) => &agent.reach,
+            Actor::Human(human) => &human.reach,
+        }
+    }
+
+    pub fn endpoint_id(&self) -> Option<&str> {
+        match self {
+            Actor::Agent(agent) => Some(&agent.endpoint_id),
+            Actor::Human(_) => None,
+        }
+    }
+
+    /// The scoping rule of base-system §3 for a todo the caller names by id: outside reach →
+    /// `not_found` (indistinguishable from absent); in reach but outside an agent's granted
+    /// queues → `forbidden`.
+    pub fn check_todo_access(&self, identity: &QueueIdentity) -> Result<()> {
+        if !self.reach().contains(identity) {
+            return Err(Error::not_found());
+        }
+        if let Actor::Agent(agent) = self
+            && !agent.granted.contains(identity)
+        {
+            return Err(Error::forbidden("that todo's queue is outside this endpoint's grant"));
+        }
+        Ok(())
+    }
+}
+
+impl AgentScope {
+    /// The granted identities a `claim_next`/`list_todos` call covers: all of them, or those
+    /// named `queue` (an endpoint queue or `team:<slug-or-id>/<queue>` reference already resolved
+    /// by name). A name outside the grant is `forbidden` (base-system §3).
+    pub fn narrow(&self, queue: Option<&str>) -> Result<Vec<QueueIdentity>> {
+        let Some(name) = queue else {
+            return Ok(self.granted.clone());
+        };
+        let matching: Vec<QueueIdentity> = self.granted.iter().filter(|q| q.queue == name).cloned().collect();
+        if matching.is_empty() {
+            return Err(Error::forbidden(format!("queue {name} is outside this endpoint's grant")));
+        }
+        Ok(matching)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Code;
+
+    fn agent() -> Actor {
+        Actor::Agent(AgentScope {
+            endpoint_id: "ep_a".into(),
+            endpoint_slug: "a".into(),
+            owner_human_id: Some("hu_a".into()),
+            reach: Reach { endpoint_ids: vec!["ep_a".into()], team_ids: vec!["tm_1".into()] },
+            granted: vec![QueueIdentity::endpoint("ep_a", "inbox"), QueueIdentity::team("tm_1", "triage")],
+            verbs: vec![],
+        })
+    }
+
+    #[test]
+    fn foreign_todos_are_not_found_and_ungranted_ones_forbidden() {
+        let actor = agent();
+        assert!(actor.check_todo_access(&QueueIdentity::endpoint("ep_a", "inbox")).is_ok());
+        assert!(actor.check_todo_access(&QueueIdentity::team("tm_1", "triage")).is_ok());
+        let foreign = actor.check_todo_access(&QueueIdentity::endpoint("ep_b", "inbox")).unwrap_err();
+        assert_eq!(foreign.code, Code::NotFound);
+        let ungranted = actor.check_todo_access(&QueueIdentity::endpoint("ep_a", "other")).unwrap_err();
+        assert_eq!(ungranted.code, Code::Forbidden);
+        let other_team = actor.check_todo_access(&QueueIdentity::team("tm_2", "triage")).unwrap_err();
+        assert_eq!(other_team.code, Code::NotFound);
+    }
+}

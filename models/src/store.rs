@@ -1,0 +1,146 @@
+//! The `Store` and `Clock` traits: the seam between the surfaces and storage.
+//!
+//! Each `Store` method is one whole transaction, so the production `PgStore`, the reference
+//! `ModelStore` and the simulation's bridge can stand in for each other, and a transaction is
+//! never held open across an `.await` the caller controls.
+
+use crate::error::Result;
+use crate::identity::{QueueIdentity, ScopeRef};
+use crate::scope::{Actor, AgentScope, Endpoint, HumanScope};
+use crate::todo::{Created, NewTodo, Todo, TodoState};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// Where time comes from. Passed in everywhere so a simulation or a test can move it.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> DateTime<Utc>;
+
+    /// True when a database-backed store should read the database's own clock
+    /// (`clock_timestamp()`, the clock of record for admission) instead of `now()`.
+    fn defer_to_database(&self) -> bool {
+        false
+    }
+}
+
+/// Production time: the host's clock, and the database's inside transactions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    fn defer_to_database(&self) -> bool {
+        true
+    }
+}
+
+/// A clock that only moves when told to: tests and the simulation drive leases, backoffs and
+/// window boundaries with it instead of sleeping.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    micros_since_epoch: Arc<AtomicI64>,
+}
+
+impl ManualClock {
+    pub fn at(instant: DateTime<Utc>) -> Self {
+        ManualClock { micros_since_epoch: Arc::new(AtomicI64::new(instant.timestamp_micros())) }
+    }
+
+    pub fn set(&self, instant: DateTime<Utc>) {
+        self.micros_since_epoch.store(instant.timestamp_micros(), Ordering::SeqCst);
+    }
+
+    pub fn advance(&self, by: chrono::Duration) {
+        let micros = by.num_microseconds().unwrap_or(i64::MAX);
+        self.micros_since_epoch.fetch_add(micros, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        let micros = self.micros_since_epoch.load(Ordering::SeqCst);
+        // The value was stored from a valid DateTime, so it converts back.
+        DateTime::from_timestamp_micros(micros).unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+}
+
+/// How an MCP bearer resolved against the endpoint named in the URL.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentLookup {
+    /// No endpoint has this token, or it is revoked: 401.
+    Unknown,
+    /// A valid token for a different endpoint than the URL names: 403.
+    OtherEndpoint,
+    Found(AgentScope),
+}
+
+/// A vend request after validation and grant resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEndpoint {
+    pub name: String,
+    pub owner_human_id: Option<String>,
+    pub owner_team_id: Option<String>,
+    /// Endpoint queues by name; team queues already resolved to team ids.
+    pub own_queues: Vec<String>,
+    pub team_queues: Vec<(String, String)>,
+    pub verbs: Vec<String>,
+    pub token_hash: String,
+}
+
+/// What `claim_next` found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimNext {
+    Claimed(Todo),
+    Empty,
+}
+
+/// A filter for listing todos; the reach has already been applied by the caller's scope.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TodoQuery {
+    pub identities: Option<Vec<QueueIdentity>>,
+    pub state: Option<TodoState>,
+    pub limit: i64,
+}
+
+/// What one sweep did, for logs and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SweepReport {
+    pub returned_to_pending: u64,
+    pub dead_lettered: u64,
+}
+
+pub trait Store: Clone + Send + Sync + 'static {
+    /// A round trip to storage, for `/healthz`.
+    fn ping(&self) -> impl Future<Output = Result<()>> + Send;
+
+    // Principals. Token arguments are SHA-256 hex digests; raw tokens never reach the store.
+    fn human_by_token(&self, token_hash: &str) -> impl Future<Output = Result<Option<HumanScope>>> + Send;
+    fn agent_by_token(&self, slug: &str, token_hash: &str) -> impl Future<Output = Result<AgentLookup>> + Send;
+    /// Resolves `endpoint:<ref>`/`team:<ref>` within a human's reach; outside it, `not_found`.
+    fn resolve_scope(&self, human: &HumanScope, scope: &ScopeRef) -> impl Future<Output = Result<crate::identity::Owner>> + Send;
+    fn vend_endpoint(&self, endpoint: NewEndpoint) -> impl Future<Output = Result<Endpoint>> + Send;
+    fn list_endpoints(&self, human: &HumanScope) -> impl Future<Output = Result<Vec<Endpoint>>> + Send;
+
+    // The queue. Each is one transaction.
+    fn create_todo(&self, todo: NewTodo) -> impl Future<Output = Result<Created>> + Send;
+    fn list_todos(&self, query: TodoQuery) -> impl Future<Output = Result<Vec<Todo>>> + Send;
+    fn get_todo(&self, actor: &Actor, id: &str) -> impl Future<Output = Result<Todo>> + Send;
+    /// Oldest claimable todo across `queues` (already narrowed and checked against the grant).
+    fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> impl Future<Output = Result<ClaimNext>> + Send;
+    fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Todo>> + Send;
+    fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Todo>> + Send;
+    fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> impl Future<Output = Result<Todo>> + Send;
+    fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> impl Future<Output = Result<Todo>> + Send;
+    fn release(&self, actor: &Actor, id: &str) -> impl Future<Output = Result<Todo>> + Send;
+    /// "Retry now": a failed todo back to pending with a fresh attempt budget (owner scope only).
+    fn retry_now(&self, actor: &Actor, id: &str) -> impl Future<Output = Result<Todo>> + Send;
+
+    // Background sweeps: system work, exempt from scoping, reading nothing out to anyone.
+    fn reap_lapsed_leases(&self) -> impl Future<Output = Result<SweepReport>> + Send;
+    fn requeue_due_retries(&self) -> impl Future<Output = Result<u64>> + Send;
+}
