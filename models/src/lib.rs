@@ -10,5 +10,6 @@ pub mod scope;
 pub mod store;
 pub mod todo;
 pub mod verbs;
+pub mod window;
 
 pub use error::{Code, Error, Result};
