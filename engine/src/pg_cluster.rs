@@ -91,6 +91,14 @@ pub fn postgres_user_if_root() -> io::Result<Option<(u32, u32)>> {
     )))
 }
 
+/// Whether the `postgres` OS user (when we are root) can walk to `dir`. Always true otherwise.
+pub fn reachable_by_postgres(dir: &Path) -> io::Result<bool> {
+    let Some((uid, gid)) = postgres_user_if_root()? else {
+        return Ok(true);
+    };
+    Ok(Command::new("test").arg("-x").arg(dir).uid(uid).gid(gid).status()?.success())
+}
+
 /// Reads the effective uid from /proc (no unsafe libc call needed).
 fn effective_uid() -> io::Result<u32> {
     let status = fs::read_to_string("/proc/self/status")?;
@@ -240,7 +248,10 @@ impl Cluster {
         check(output, "pg_ctl start").map_err(|error| {
             let log = fs::read_to_string(self.root.join("postgres.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(5).collect();
-            io::Error::other(format!("{error}; postgres.log ends: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | ")))
+            io::Error::other(format!(
+                "{error}; postgres.log ends: {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            ))
         })
     }
 

@@ -43,7 +43,8 @@ pub struct TestDatabase {
 /// Creates a database for one test and applies the migrations to it.
 pub async fn fresh_database() -> TestDatabase {
     let database = empty_database().await;
-    let pool = sqlx::PgPool::connect(&database.url).await.unwrap_or_else(|e| panic!("connect to {}: {e}", database.name));
+    let pool =
+        sqlx::PgPool::connect(&database.url).await.unwrap_or_else(|e| panic!("connect to {}: {e}", database.name));
     crate::pg_store::MIGRATOR.run(&pool).await.unwrap_or_else(|e| panic!("migrate {}: {e}", database.name));
     pool.close().await;
     database

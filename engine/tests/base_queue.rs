@@ -12,7 +12,7 @@ use support::{World, granted, new_todo, queue_of};
 
 fn claimed(outcome: ClaimNext) -> models::todo::Todo {
     match outcome {
-        ClaimNext::Claimed(todo) => todo,
+        ClaimNext::Claimed(todo) => *todo,
         ClaimNext::Empty => panic!("expected a claim, got empty"),
     }
 }
@@ -234,7 +234,8 @@ async fn dedup_on_idempotency_key_returns_the_live_todo() {
     assert_eq!(second.todo.id, first.todo.id);
     assert_eq!(second.todo.title, "t");
     // Another queue identity is another namespace.
-    let elsewhere = world.store.create_todo(new_todo(&queue_of(&agent, "other"), "t", Some("k1"))).await.expect("create");
+    let elsewhere =
+        world.store.create_todo(new_todo(&queue_of(&agent, "other"), "t", Some("k1"))).await.expect("create");
     assert!(!elsewhere.deduped);
     // Once done, the key is free again.
     world.store.claim(&agent, &first.todo.id, 60).await.expect("claim");
@@ -252,7 +253,8 @@ async fn concurrent_creates_with_one_key_make_one_todo() {
     let inbox = queue_of(&agent, "inbox");
     let creates = (0..20).map(|_| world.store.create_todo(new_todo(&inbox, "t", Some("same"))));
     let results = futures::future::join_all(creates).await;
-    let ids: std::collections::BTreeSet<String> = results.iter().map(|r| r.as_ref().expect("create").todo.id.clone()).collect();
+    let ids: std::collections::BTreeSet<String> =
+        results.iter().map(|r| r.as_ref().expect("create").todo.id.clone()).collect();
     assert_eq!(ids.len(), 1);
     assert_eq!(results.iter().filter(|r| r.as_ref().is_ok_and(|c| !c.deduped)).count(), 1);
 }

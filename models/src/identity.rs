@@ -62,16 +62,11 @@ impl fmt::Display for QueueIdentity {
 pub fn validate_queue_name(field: &str, name: &str) -> Result<()> {
     let well_formed = !name.is_empty()
         && name.len() <= QUEUE_NAME_LENGTH_MAX
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_' || b == b'-');
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_' || b == b'-');
     if well_formed {
         Ok(())
     } else {
-        Err(Error::invalid(
-            field,
-            format!("{field} must be 1-{QUEUE_NAME_LENGTH_MAX} characters of [a-z0-9._-]"),
-        ))
+        Err(Error::invalid(field, format!("{field} must be 1-{QUEUE_NAME_LENGTH_MAX} characters of [a-z0-9._-]")))
     }
 }
 

@@ -95,14 +95,23 @@ pub struct NewEndpoint {
 /// What `claim_next` found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimNext {
-    Claimed(Todo),
+    Claimed(Box<Todo>),
     Empty,
 }
 
-/// A filter for listing todos; the reach has already been applied by the caller's scope.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// Which todos a listing covers. The caller's scope has already been applied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TodoSet {
+    /// These queue identities only.
+    Queues(Vec<QueueIdentity>),
+    /// Every queue of these endpoints and teams.
+    Owners(crate::scope::Reach),
+}
+
+/// A listing: newest first, at most `limit` rows.
+#[derive(Debug, Clone, PartialEq)]
 pub struct TodoQuery {
-    pub identities: Option<Vec<QueueIdentity>>,
+    pub set: TodoSet,
     pub state: Option<TodoState>,
     pub limit: i64,
 }
@@ -122,7 +131,11 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn human_by_token(&self, token_hash: &str) -> impl Future<Output = Result<Option<HumanScope>>> + Send;
     fn agent_by_token(&self, slug: &str, token_hash: &str) -> impl Future<Output = Result<AgentLookup>> + Send;
     /// Resolves `endpoint:<ref>`/`team:<ref>` within a human's reach; outside it, `not_found`.
-    fn resolve_scope(&self, human: &HumanScope, scope: &ScopeRef) -> impl Future<Output = Result<crate::identity::Owner>> + Send;
+    fn resolve_scope(
+        &self,
+        human: &HumanScope,
+        scope: &ScopeRef,
+    ) -> impl Future<Output = Result<crate::identity::Owner>> + Send;
     fn vend_endpoint(&self, endpoint: NewEndpoint) -> impl Future<Output = Result<Endpoint>> + Send;
     fn list_endpoints(&self, human: &HumanScope) -> impl Future<Output = Result<Vec<Endpoint>>> + Send;
 
@@ -131,7 +144,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn list_todos(&self, query: TodoQuery) -> impl Future<Output = Result<Vec<Todo>>> + Send;
     fn get_todo(&self, actor: &Actor, id: &str) -> impl Future<Output = Result<Todo>> + Send;
     /// Oldest claimable todo across `queues` (already narrowed and checked against the grant).
-    fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> impl Future<Output = Result<ClaimNext>> + Send;
+    fn claim_next(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+    ) -> impl Future<Output = Result<ClaimNext>> + Send;
     fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Todo>> + Send;
     fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Todo>> + Send;
     fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> impl Future<Output = Result<Todo>> + Send;

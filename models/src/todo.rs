@@ -124,9 +124,7 @@ impl Todo {
             TodoState::Claimed => {
                 self.lease_expires_at.is_some_and(|lease| lease < now) && self.attempt < self.max_attempts
             }
-            TodoState::Failed => {
-                self.next_retry_at.is_some_and(|due| due <= now) && self.attempt < self.max_attempts
-            }
+            TodoState::Failed => self.next_retry_at.is_some_and(|due| due <= now) && self.attempt < self.max_attempts,
             TodoState::Done => false,
         }
     }

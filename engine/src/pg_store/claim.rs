@@ -18,7 +18,12 @@ use models::todo::Todo;
 use sqlx::{Postgres, Transaction};
 
 impl PgStore {
-    pub(crate) async fn claim_next_tx(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+    pub(crate) async fn claim_next_tx(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+    ) -> Result<ClaimNext> {
         if queues.is_empty() {
             return Ok(ClaimNext::Empty);
         }
@@ -49,7 +54,7 @@ impl PgStore {
         // 3. Claim it, 4. commit.
         let todo = claim_locked(&mut tx, actor, &id, now, lease_seconds).await?;
         tx.commit().await.map_err(db_error)?;
-        Ok(ClaimNext::Claimed(todo))
+        Ok(ClaimNext::Claimed(Box::new(todo)))
     }
 
     pub(crate) async fn claim_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
@@ -83,11 +88,12 @@ impl PgStore {
 
 /// Locks a todo row (blocking) and reads it; an absent id is `not_found`.
 pub(crate) async fn lock_todo(tx: &mut Transaction<'static, Postgres>, id: &str) -> Result<Todo> {
-    let row: Option<TodoRow> = sqlx::query_as(composed_sql!("SELECT {TODO_COLUMNS} FROM todos t WHERE t.id = $1 FOR UPDATE"))
-        .bind(id)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_error)?;
+    let row: Option<TodoRow> =
+        sqlx::query_as(composed_sql!("SELECT {TODO_COLUMNS} FROM todos t WHERE t.id = $1 FOR UPDATE"))
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_error)?;
     row.ok_or_else(Error::not_found)?.into_todo()
 }
 

@@ -19,7 +19,12 @@ const SWEEP_BATCH_MAX: i64 = 500;
 
 impl PgStore {
     /// Locks a todo the actor holds the lease on, and reads the clock after the lock.
-    async fn lock_held(&self, tx: &mut Transaction<'static, Postgres>, actor: &Actor, id: &str) -> Result<(Todo, DateTime<Utc>)> {
+    async fn lock_held(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        actor: &Actor,
+        id: &str,
+    ) -> Result<(Todo, DateTime<Utc>)> {
         let todo = lock_todo(tx, id).await?;
         actor.check_todo_access(&todo.identity)?;
         if todo.state != TodoState::Claimed || todo.owner.as_deref() != Some(actor.label().as_str()) {
@@ -185,7 +190,12 @@ impl PgStore {
     }
 }
 
-async fn close_attempt(tx: &mut Transaction<'static, Postgres>, id: &str, now: DateTime<Utc>, outcome: &str) -> Result<()> {
+async fn close_attempt(
+    tx: &mut Transaction<'static, Postgres>,
+    id: &str,
+    now: DateTime<Utc>,
+    outcome: &str,
+) -> Result<()> {
     sqlx::query("UPDATE todo_attempts SET ended_at = $2, outcome = $3 WHERE todo_id = $1 AND ended_at IS NULL")
         .bind(id)
         .bind(now)

@@ -110,7 +110,10 @@ impl PgStore {
             .await?;
         let owner = owner.ok_or_else(|| BootstrapError::NotFound(format!("human {owner_name}")))?;
         let existing: Option<(String, String, String)> =
-            sqlx::query_as("SELECT id, slug, name FROM teams WHERE name = $1").bind(name).fetch_optional(&mut *tx).await?;
+            sqlx::query_as("SELECT id, slug, name FROM teams WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
         let (id, slug, name) = match existing {
             Some(team) => team,
             None => {
@@ -137,7 +140,12 @@ impl PgStore {
     }
 
     /// `switchboard admin team member add TEAM HUMAN --role ROLE`.
-    pub async fn bootstrap_member(&self, team: &str, human: &str, role: TeamRole) -> Result<(Team, Human), BootstrapError> {
+    pub async fn bootstrap_member(
+        &self,
+        team: &str,
+        human: &str,
+        role: TeamRole,
+    ) -> Result<(Team, Human), BootstrapError> {
         let mut tx = self.pool.begin().await?;
         let found: Option<(String, String, String)> =
             sqlx::query_as("SELECT id, slug, name FROM teams WHERE id = $1 OR slug = $1 OR name = $1")
@@ -150,7 +158,8 @@ impl PgStore {
                 .bind(human)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let (human_id, name, instance_admin) = found.ok_or_else(|| BootstrapError::NotFound(format!("human {human}")))?;
+        let (human_id, name, instance_admin) =
+            found.ok_or_else(|| BootstrapError::NotFound(format!("human {human}")))?;
         sqlx::query(
             "INSERT INTO team_members (team_id, human_id, role) VALUES ($1, $2, $3) \
              ON CONFLICT (team_id, human_id) DO UPDATE SET role = EXCLUDED.role",
@@ -165,7 +174,8 @@ impl PgStore {
     }
 
     pub(crate) async fn human_by_token_tx(&self, token_hash: &str) -> Result<Option<HumanScope>> {
-        let row: Option<(String, String, bool, Vec<String>, Vec<String>, Vec<String>)> = sqlx::query_as(
+        type Row = (String, String, bool, Vec<String>, Vec<String>, Vec<String>);
+        let row: Option<Row> = sqlx::query_as(
             "SELECT h.id, h.name, h.instance_admin, \
                ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
                      OR e.owner_team_id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = h.id) \
@@ -187,7 +197,11 @@ impl PgStore {
             .zip(&roles)
             .map(|(team, role)| Ok((team.clone(), TeamRole::parse("role", role)?)))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some(HumanScope { human: Human { id, name, instance_admin }, reach: Reach { endpoint_ids, team_ids }, teams }))
+        Ok(Some(HumanScope {
+            human: Human { id, name, instance_admin },
+            reach: Reach { endpoint_ids, team_ids },
+            teams,
+        }))
     }
 
     pub(crate) async fn agent_by_token_tx(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
@@ -233,9 +247,11 @@ impl PgStore {
 
     pub(crate) async fn resolve_scope_tx(&self, human: &HumanScope, scope: &ScopeRef) -> Result<Owner> {
         let (sql, reference, allowed) = match scope {
-            ScopeRef::Endpoint(reference) => {
-                ("SELECT id FROM endpoints WHERE (id = $1 OR slug = $1) AND id = ANY($2)", reference, &human.reach.endpoint_ids)
-            }
+            ScopeRef::Endpoint(reference) => (
+                "SELECT id FROM endpoints WHERE (id = $1 OR slug = $1) AND id = ANY($2)",
+                reference,
+                &human.reach.endpoint_ids,
+            ),
             ScopeRef::Team(reference) => {
                 ("SELECT id FROM teams WHERE (id = $1 OR slug = $1) AND id = ANY($2)", reference, &human.reach.team_ids)
             }
@@ -290,7 +306,8 @@ impl PgStore {
     }
 
     pub(crate) async fn endpoints_by_ids(&self, ids: &[String]) -> Result<Vec<Endpoint>> {
-        type Row = (String, String, String, Option<String>, Option<String>, Vec<String>, bool, Vec<String>, Vec<String>);
+        type Row =
+            (String, String, String, Option<String>, Option<String>, Vec<String>, bool, Vec<String>, Vec<String>);
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT e.id, e.slug, e.name, e.owner_human_id, e.owner_team_id, e.verbs, e.revoked, \
                ARRAY(SELECT coalesce(g.team_id, '') FROM endpoint_grants g WHERE g.endpoint_id = e.id ORDER BY g.team_id NULLS FIRST, g.queue), \
@@ -308,7 +325,11 @@ impl PgStore {
                     .into_iter()
                     .zip(queues)
                     .map(|(team, queue)| {
-                        if team.is_empty() { QueueIdentity::endpoint(id.clone(), queue) } else { QueueIdentity::team(team, queue) }
+                        if team.is_empty() {
+                            QueueIdentity::endpoint(id.clone(), queue)
+                        } else {
+                            QueueIdentity::team(team, queue)
+                        }
                     })
                     .collect();
                 Endpoint { id, slug, name, owner_human_id, owner_team_id, queues, verbs, revoked }
@@ -318,6 +339,10 @@ impl PgStore {
 
     /// Finds a human by name, for tests and the CLI; never exposed over HTTP.
     pub async fn human_id_by_name(&self, name: &str) -> Result<Option<String>> {
-        sqlx::query_scalar("SELECT id FROM humans WHERE name = $1").bind(name).fetch_optional(&self.pool).await.map_err(db_error)
+        sqlx::query_scalar("SELECT id FROM humans WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)
     }
 }

@@ -6,7 +6,8 @@
 use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, identity_arrays, identity_filter};
 use models::error::{Error, Result};
 use models::scope::Actor;
-use models::store::TodoQuery;
+use models::scope::Reach;
+use models::store::{TodoQuery, TodoSet};
 use models::todo::{Created, NewTodo, Todo};
 
 /// How often a create retries when the live row it deduped onto finished in between.
@@ -65,36 +66,25 @@ impl PgStore {
     }
 
     pub(crate) async fn list_todos_tx(&self, query: TodoQuery) -> Result<Vec<Todo>> {
-        let identities = query.identities.unwrap_or_default();
+        let (identities, reach) = match query.set {
+            TodoSet::Queues(identities) => (identities, Reach::default()),
+            TodoSet::Owners(reach) => (Vec::new(), reach),
+        };
         let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(&identities);
         let rows: Vec<TodoRow> = sqlx::query_as(composed_sql!(
-            "SELECT {TODO_COLUMNS} FROM todos t WHERE {} AND ($5::text IS NULL OR t.state = $5) \
-             ORDER BY t.created_at DESC, t.id DESC LIMIT $6",
+            "SELECT {TODO_COLUMNS} FROM todos t \
+             WHERE ({} OR t.endpoint_id = ANY($5) OR t.team_id = ANY($6)) AND ($7::text IS NULL OR t.state = $7) \
+             ORDER BY t.created_at DESC, t.id DESC LIMIT $8",
             identity_filter(1)
         ))
         .bind(&endpoint_ids)
         .bind(&endpoint_queues)
         .bind(&team_ids)
         .bind(&team_queues)
-        .bind(query.state.map(|s| s.as_str()))
-        .bind(query.limit.clamp(1, 1000))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
-        rows.into_iter().map(TodoRow::into_todo).collect()
-    }
-
-    /// Lists every todo a reach covers (all queues of its endpoints and teams).
-    pub async fn list_reach_todos(&self, actor: &Actor, state: Option<&str>, limit: i64) -> Result<Vec<Todo>> {
-        let reach = actor.reach();
-        let rows: Vec<TodoRow> = sqlx::query_as(composed_sql!(
-            "SELECT {TODO_COLUMNS} FROM todos t WHERE (t.endpoint_id = ANY($1) OR t.team_id = ANY($2)) \
-             AND ($3::text IS NULL OR t.state = $3) ORDER BY t.created_at DESC, t.id DESC LIMIT $4"
-        ))
         .bind(&reach.endpoint_ids)
         .bind(&reach.team_ids)
-        .bind(state)
-        .bind(limit.clamp(1, 1000))
+        .bind(query.state.map(|s| s.as_str()))
+        .bind(query.limit.clamp(1, 1000))
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;

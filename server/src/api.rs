@@ -1,0 +1,265 @@
+//! The operator API (`/api/v1`, bearer `sbh_`): vend and list endpoints, push and list todos,
+//! and the owner's actions on a todo. Tenancy: everything outside the caller's reach is the same
+//! 404 `not_found` as something that does not exist.
+
+use crate::app::AppState;
+use crate::auth::require_human;
+use crate::wire::{ApiError, ApiResult, Args, parse_body, todo_json};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use engine::pg_store::{hash_token, new_token};
+use models::error::{Error, Result};
+use models::identity::{GrantRef, Owner, QueueIdentity, ScopeRef, validate_queue_name};
+use models::scope::{Actor, Endpoint, HumanScope, Reach};
+use models::store::{NewEndpoint, Store, TodoQuery, TodoSet};
+use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, TodoState, lease_seconds};
+use models::verbs;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// Longest endpoint name accepted.
+const ENDPOINT_NAME_LENGTH_MAX: usize = 100;
+/// Most queues one endpoint may be granted.
+const GRANTED_QUEUES_MAX: usize = 500;
+/// Default and largest page of a todo listing.
+const LIST_LIMIT_DEFAULT: i64 = 50;
+const LIST_LIMIT_MAX: i64 = 200;
+
+/// How an endpoint's granted queues are written back: own queues by name, team queues in full.
+pub fn grant_strings(endpoint: &Endpoint) -> Vec<String> {
+    endpoint
+        .queues
+        .iter()
+        .map(|q| match &q.owner {
+            Owner::Endpoint(_) => q.queue.clone(),
+            Owner::Team(team) => format!("team:{team}/{}", q.queue),
+        })
+        .collect()
+}
+
+fn endpoint_json(endpoint: &Endpoint) -> Value {
+    json!({
+        "id": endpoint.id,
+        "slug": endpoint.slug,
+        "name": endpoint.name,
+        "owner_human_id": endpoint.owner_human_id,
+        "owner_team_id": endpoint.owner_team_id,
+        "queues": grant_strings(endpoint),
+        "verbs": endpoint.verbs,
+        "revoked": endpoint.revoked,
+    })
+}
+
+/// `POST /api/v1/endpoints`: vends an endpoint and returns its bearer once.
+pub async fn vend<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let body = parse_body(&body)?;
+    let args = Args::object(&body, "body")?;
+    args.only(&["name", "queues", "verbs", "team"])?;
+    let name = args.str("name")?.trim();
+    if name.is_empty() || name.chars().count() > ENDPOINT_NAME_LENGTH_MAX {
+        return Err(Error::invalid("name", format!("name must be 1-{ENDPOINT_NAME_LENGTH_MAX} characters")).into());
+    }
+    let queues = args.opt_str_list("queues")?.ok_or_else(|| Error::invalid("queues", "queues is required"))?;
+    if queues.is_empty() || queues.len() > GRANTED_QUEUES_MAX {
+        return Err(Error::invalid("queues", format!("queues must list 1-{GRANTED_QUEUES_MAX} queues")).into());
+    }
+    let verbs = requested_verbs(&args)?;
+
+    // The owner: the caller, or a team the caller configures (owner/admin).
+    let owner_team_id = match args.opt_str("team")? {
+        None => None,
+        Some(team) => {
+            let Owner::Team(team_id) = state.store.resolve_scope(&human, &ScopeRef::Team(team.into())).await? else {
+                return Err(Error::internal("team scope resolved to an endpoint").into());
+            };
+            if !human.teams.iter().any(|(id, role)| id == &team_id && role.configures()) {
+                return Err(Error::not_found().into());
+            }
+            Some(team_id)
+        }
+    };
+
+    let mut own_queues = Vec::new();
+    let mut team_queues = Vec::new();
+    for (i, raw) in queues.iter().enumerate() {
+        let field = format!("queues[{i}]");
+        match GrantRef::parse(&field, raw)? {
+            GrantRef::Own(queue) => own_queues.push(queue),
+            GrantRef::Team { team, queue } => {
+                let Owner::Team(team_id) = state.store.resolve_scope(&human, &ScopeRef::Team(team)).await? else {
+                    return Err(Error::internal("team scope resolved to an endpoint").into());
+                };
+                if owner_team_id.as_ref().is_some_and(|owner| owner != &team_id) {
+                    return Err(Error::invalid(&field, "a team's endpoint drains only that team's queues").into());
+                }
+                team_queues.push((team_id, queue));
+            }
+        }
+    }
+
+    let token = new_token(crate::auth::ENDPOINT_TOKEN_PREFIX);
+    let endpoint = state
+        .store
+        .vend_endpoint(NewEndpoint {
+            name: name.to_string(),
+            owner_human_id: owner_team_id.is_none().then(|| human.human.id.clone()),
+            owner_team_id,
+            own_queues,
+            team_queues,
+            verbs,
+            token_hash: hash_token(&token),
+        })
+        .await?;
+    tracing::info!(endpoint = %endpoint.id, human = %human.human.id, "endpoint vended");
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1:8080");
+    let mut body = endpoint_json(&endpoint);
+    if let Some(map) = body.as_object_mut() {
+        map.insert("token".into(), Value::String(token));
+        map.insert("mcp_url".into(), Value::String(format!("http://{host}/mcp/{}", endpoint.slug)));
+    }
+    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
+}
+
+/// The verbs a vend asks for, or the default grant. Opt-in verbs are granted only when named.
+fn requested_verbs(args: &Args<'_>) -> Result<Vec<String>> {
+    let Some(requested) = args.opt_str_list("verbs")? else {
+        return Ok(verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect());
+    };
+    let mut granted: Vec<String> = Vec::new();
+    for (i, verb) in requested.iter().enumerate() {
+        if !verbs::is_known(verb) {
+            return Err(Error::invalid(&format!("verbs[{i}]"), format!("unknown verb {verb}")));
+        }
+        if !granted.iter().any(|g| g == verb) {
+            granted.push(verb.to_string());
+        }
+    }
+    Ok(granted)
+}
+
+/// `GET /api/v1/endpoints`: the endpoints in the caller's reach.
+pub async fn list_endpoints<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let endpoints = state.store.list_endpoints(&human).await?;
+    let endpoints: Vec<Value> = endpoints.iter().map(endpoint_json).collect();
+    Ok(axum::Json(json!({ "endpoints": endpoints })).into_response())
+}
+
+/// Resolves `scope` + `queue` to a queue identity the human reaches.
+async fn resolve_identity<S: Store>(store: &S, human: &HumanScope, scope: &str, queue: &str) -> Result<QueueIdentity> {
+    let scope = ScopeRef::parse("scope", scope)?;
+    validate_queue_name("queue", queue)?;
+    let owner = store.resolve_scope(human, &scope).await?;
+    Ok(QueueIdentity { owner, queue: queue.to_string() })
+}
+
+/// `POST /api/v1/todos`: 201 with a new todo, or 200 with `deduped: true`.
+pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let body = parse_body(&body)?;
+    let args = Args::object(&body, "body")?;
+    args.only(&["scope", "queue", "title", "payload", "idempotency_key", "max_attempts"])?;
+    let (scope, queue, title) = (args.str("scope")?, args.str("queue")?, args.str("title")?);
+    let max_attempts = parse_max_attempts(&args)?;
+    let new = NewTodo {
+        identity: QueueIdentity::endpoint("", queue),
+        title: title.to_string(),
+        payload: args.opt_value("payload"),
+        idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
+        max_attempts,
+        created_by_kind: CreatedByKind::Human,
+        created_by_id: Some(human.human.id.clone()),
+    };
+    new.validate()?;
+    let identity = resolve_identity(&state.store, &human, scope, queue).await?;
+    let created = state.store.create_todo(NewTodo { identity, ..new }).await?;
+    let status = if created.deduped { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, axum::Json(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped })))
+        .into_response())
+}
+
+pub fn parse_max_attempts(args: &Args<'_>) -> Result<i32> {
+    match args.opt_i64("max_attempts")? {
+        None => Ok(MAX_ATTEMPTS_DEFAULT),
+        Some(n) => i32::try_from(n).map_err(|_| Error::invalid("max_attempts", "max_attempts must be 1-100")),
+    }
+}
+
+pub fn parse_limit(raw: Option<i64>) -> Result<i64> {
+    match raw {
+        None => Ok(LIST_LIMIT_DEFAULT),
+        Some(n) if (1..=LIST_LIMIT_MAX).contains(&n) => Ok(n),
+        Some(_) => Err(Error::invalid("limit", format!("limit must be 1-{LIST_LIMIT_MAX}"))),
+    }
+}
+
+/// `GET /api/v1/todos?scope=&queue=&state=&limit=`: newest first, within the caller's reach.
+pub async fn list_todos<S: Store>(
+    State(state): State<AppState<S>>,
+    headers: HeaderMap,
+    Query(params): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let todo_state = params.get("state").map(|s| TodoState::parse("state", s)).transpose()?;
+    let limit = parse_limit(
+        params
+            .get("limit")
+            .map(|l| l.parse().map_err(|_| Error::invalid("limit", "limit must be an integer")))
+            .transpose()?,
+    )?;
+    let set = match (params.get("scope"), params.get("queue")) {
+        (Some(scope), Some(queue)) => {
+            TodoSet::Queues(vec![resolve_identity(&state.store, &human, scope, queue).await?])
+        }
+        (Some(scope), None) => match state.store.resolve_scope(&human, &ScopeRef::parse("scope", scope)?).await? {
+            Owner::Endpoint(id) => TodoSet::Owners(Reach { endpoint_ids: vec![id], team_ids: vec![] }),
+            Owner::Team(id) => TodoSet::Owners(Reach { endpoint_ids: vec![], team_ids: vec![id] }),
+        },
+        (None, Some(_)) => return Err(Error::invalid("scope", "scope is required when queue is given").into()),
+        (None, None) => TodoSet::Owners(human.reach.clone()),
+    };
+    let todos = state.store.list_todos(TodoQuery { set, state: todo_state, limit }).await?;
+    let todos: Vec<Value> = todos.iter().map(|t| todo_json(t, false)).collect();
+    Ok(axum::Json(json!({ "todos": todos })).into_response())
+}
+
+/// `POST /api/v1/todos/{id}/{claim|complete|fail|release|retry}`: the owner's board actions.
+pub async fn todo_action<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
+    let args = Args::object(&body, "body")?;
+    let actor = Actor::Human(human);
+    let todo = match action.as_str() {
+        "claim" => {
+            args.only(&["lease_ttl_seconds"])?;
+            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+            state.store.claim(&actor, &id, lease).await?
+        }
+        "complete" => {
+            args.only(&["result"])?;
+            state.store.complete(&actor, &id, args.opt_value("result")).await?
+        }
+        "fail" => {
+            args.only(&["result"])?;
+            state.store.fail(&actor, &id, args.opt_value("result")).await?
+        }
+        "release" => {
+            args.only(&[])?;
+            state.store.release(&actor, &id).await?
+        }
+        "retry" => {
+            args.only(&[])?;
+            state.store.retry_now(&actor, &id).await?
+        }
+        _ => return Err(ApiError(Error::not_found())),
+    };
+    Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
+}

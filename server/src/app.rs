@@ -1,0 +1,74 @@
+//! The router, built over any `Store`, so `switchboard serve` runs it on `PgStore` and the
+//! simulation runs the very same router on the reference model.
+
+use crate::{api, mcp};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use models::error::{Code, Error};
+use models::store::Store;
+
+/// Largest request body the API and MCP accept (base-system §7: `/api/v1` caps at 64 KiB).
+pub const BODY_LIMIT_BYTES: usize = 64 * 1024;
+
+/// What every handler shares. Cheap to clone.
+pub struct AppState<S: Store> {
+    pub store: S,
+}
+
+impl<S: Store> Clone for AppState<S> {
+    fn clone(&self) -> Self {
+        AppState { store: self.store.clone() }
+    }
+}
+
+pub fn router<S: Store>(state: AppState<S>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz::<S>))
+        .route("/api/v1/endpoints", post(api::vend::<S>).get(api::list_endpoints::<S>))
+        .route("/api/v1/todos", post(api::push_todo::<S>).get(api::list_todos::<S>))
+        .route("/api/v1/todos/{id}/{action}", post(api::todo_action::<S>))
+        .route("/mcp/{slug}", post(mcp::handle::<S>))
+        .fallback(|| async { crate::wire::ApiError(Error::not_found()) })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        .layer(middleware::map_response(security_headers))
+        .with_state(state)
+}
+
+/// `GET /healthz`: 200 once the database answers, 503 otherwise.
+async fn healthz<S: Store>(State(state): State<AppState<S>>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response(),
+    }
+}
+
+/// Headers every response carries, and the error envelope on bodies the framework refused
+/// before a handler ran (an oversized body is 413 `payload_too_large`).
+async fn security_headers(response: Response) -> Response {
+    let mut response = if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json(&response) {
+        crate::wire::ApiError(Error::new(
+            Code::PayloadTooLarge,
+            format!("request body exceeds {BODY_LIMIT_BYTES} bytes"),
+        ))
+        .into_response()
+    } else {
+        response
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+fn is_json(response: &Response) -> bool {
+    response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}

@@ -1,0 +1,13 @@
+//! The `switchboard` server: the HTTP router (operator API, MCP, health), authentication and
+//! tenancy at the edge, the CLI, and the embedded-PostgreSQL launcher.
+//!
+//! Must not contain admission logic or SQL that decides admission: the router is generic over
+//! `Store`, and decisions live in `models` and `engine`.
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod database;
+pub mod mcp;
+pub mod serve;
+pub mod wire;

@@ -1,0 +1,228 @@
+//! `switchboard`: the server and its command line in one binary (contract §1).
+
+use clap::{Args, Parser, Subcommand};
+use engine::{PgStore, PoolSettings};
+use models::scope::TeamRole;
+use models::store::SystemClock;
+use serde_json::json;
+use server::database::{self, Target};
+use server::serve::{self, ServeOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "switchboard",
+    version,
+    about = "An admission-controlled work queue for AI agents.",
+    long_about = "An admission-controlled work queue for AI agents.\n\n\
+        Humans own endpoints; agents connect to an endpoint over MCP and drain its queues.\n\
+        Start with `switchboard serve` (it runs its own PostgreSQL when no DATABASE_URL is set),\n\
+        then `switchboard admin human add NAME` for an operator API token.",
+    after_help = "Environment: DATABASE_URL, SWITCHBOARD_LISTEN, SWITCHBOARD_REAPER_INTERVAL, RUST_LOG."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply migrations, then serve the operator API, MCP and /healthz until SIGINT/SIGTERM.
+    Serve(ServeArgs),
+    /// Apply the database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Bootstrap humans and teams directly in the database; no running server needed.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Args, Clone)]
+struct DatabaseArgs {
+    /// PostgreSQL URL. Without it (and without DATABASE_URL) switchboard runs its own
+    /// PostgreSQL in DATA_DIR/pg, from this machine's server binaries.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Where the embedded PostgreSQL keeps its data.
+    #[arg(long, value_name = "DIR", default_value = "./.switchboard")]
+    data_dir: PathBuf,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Seconds between runs of the lease reaper and the retry scheduler.
+    #[arg(long, env = "SWITCHBOARD_REAPER_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    reaper_interval: u64,
+    /// Most database connections this server opens.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pool_size: u32,
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Humans: the accountable principals.
+    Human {
+        #[command(subcommand)]
+        command: HumanCommand,
+    },
+    /// Teams and their members.
+    Team {
+        #[command(subcommand)]
+        command: TeamCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum HumanCommand {
+    /// Create (or find) human NAME and print {"human_id", "token"}: a new operator API bearer.
+    Add {
+        name: String,
+        /// Make the human an instance admin.
+        #[arg(long)]
+        admin: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum TeamCommand {
+    /// Create (or find) team NAME owned by HUMAN and print it as JSON.
+    Add {
+        name: String,
+        /// The owning human's name or id.
+        #[arg(long, value_name = "HUMAN")]
+        owner: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Team membership.
+    Member {
+        #[command(subcommand)]
+        command: MemberCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemberCommand {
+    /// Add HUMAN to TEAM with ROLE (or change their role) and print it as JSON.
+    Add {
+        /// Team slug, id or name.
+        team: String,
+        /// Human name or id.
+        human: String,
+        #[arg(long, value_parser = ["owner", "admin", "member"])]
+        role: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let quiet = !matches!(cli.command, Command::Serve(_));
+    init_logging(if quiet { "warn" } else { "info" });
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default_level},sqlx=warn")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn run(command: Command) -> Result<(), String> {
+    match command {
+        Command::Serve(args) => {
+            serve::run(ServeOptions {
+                listen: args.listen,
+                database_url: args.database.database_url,
+                data_dir: args.database.data_dir,
+                reaper_interval: Duration::from_secs(args.reaper_interval),
+                pool_connections_max: args.pool_size,
+            })
+            .await
+        }
+        Command::Migrate(database) => with_database(database, |_| async { Ok(json!({"migrated": true})) }).await,
+        Command::Admin { command: AdminCommand::Human { command: HumanCommand::Add { name, admin, database } } } => {
+            with_database(database, |store| async move {
+                let (human, token) = store.bootstrap_human(&name, admin).await.map_err(|e| e.to_string())?;
+                Ok(json!({ "human_id": human.id, "name": human.name, "admin": human.instance_admin, "token": token }))
+            })
+            .await
+        }
+        Command::Admin { command: AdminCommand::Team { command: TeamCommand::Add { name, owner, database } } } => {
+            with_database(database, |store| async move {
+                let team = store.bootstrap_team(&name, &owner).await.map_err(|e| e.to_string())?;
+                Ok(json!({ "team_id": team.id, "slug": team.slug, "name": team.name }))
+            })
+            .await
+        }
+        Command::Admin {
+            command:
+                AdminCommand::Team {
+                    command: TeamCommand::Member { command: MemberCommand::Add { team, human, role, database } },
+                },
+        } => {
+            with_database(database, |store| async move {
+                let role = TeamRole::parse("role", &role).map_err(|e| e.to_string())?;
+                let (team, human) = store.bootstrap_member(&team, &human, role).await.map_err(|e| e.to_string())?;
+                Ok(json!({ "team_id": team.id, "human_id": human.id, "role": role.as_str() }))
+            })
+            .await
+        }
+    }
+}
+
+/// Runs a one-shot command against the database (migrated first), prints its JSON answer, and
+/// stops an embedded PostgreSQL it had to start.
+async fn with_database<F, Fut>(database: DatabaseArgs, work: F) -> Result<(), String>
+where
+    F: FnOnce(PgStore) -> Fut,
+    Fut: std::future::Future<Output = Result<serde_json::Value, String>>,
+{
+    let target = database::resolve(database.database_url, &database.data_dir).await?;
+    let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };
+    let store = PgStore::connect(target.url(), settings, Arc::new(SystemClock))
+        .await
+        .map_err(|e| format!("cannot connect to the database: {e}"))?;
+    let outcome = match store.migrate().await {
+        Ok(()) => work(store.clone()).await,
+        Err(error) => Err(format!("migrations failed: {error}")),
+    };
+    if let Target::Embedded { embedded, .. } = target {
+        embedded.stop_if_unused(store.pool()).await;
+    } else {
+        store.pool().close().await;
+    }
+    let answer = outcome?;
+    println!("{answer}");
+    Ok(())
+}

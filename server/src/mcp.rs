@@ -1,0 +1,286 @@
+//! MCP over streamable HTTP at `/mcp/{slug}` (contract §5): JSON-RPC 2.0 `initialize`,
+//! `tools/list` and `tools/call`, answered as single JSON responses.
+//!
+//! Written by hand rather than with an MCP framework: the server is stateless per request (any
+//! replica answers any call, which the simulation relies on), and tool errors must carry the
+//! contract's exact `code: message` text and `structuredContent`.
+
+use crate::api::{parse_limit, parse_max_attempts};
+use crate::app::AppState;
+use crate::auth::require_agent;
+use crate::wire::{ApiError, Args, todo_json};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use models::error::{Error, Result};
+use models::identity::QueueIdentity;
+use models::scope::{Actor, AgentScope};
+use models::store::{ClaimNext, Store, TodoQuery, TodoSet};
+use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
+use serde_json::{Value, json};
+
+/// The protocol revision this server speaks when the client asks for one it does not know.
+const PROTOCOL_VERSION: &str = "2025-06-18";
+const SUPPORTED_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// JSON-RPC error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+pub async fn handle<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(slug): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let agent = match require_agent(&state.store, &headers, &slug).await {
+        Ok(agent) => agent,
+        Err(error) => return ApiError(error).into_response(),
+    };
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => return rpc_error(Value::Null, PARSE_ERROR, &format!("parse error: {e}"), StatusCode::BAD_REQUEST),
+    };
+    let Some(method) = request.get("method").and_then(Value::as_str) else {
+        return rpc_error(
+            Value::Null,
+            INVALID_REQUEST,
+            "a single JSON-RPC request object is required",
+            StatusCode::BAD_REQUEST,
+        );
+    };
+    // A notification (no id) gets no answer, only an acknowledgement.
+    let Some(id) = request.get("id").cloned() else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let params = request.get("params").cloned().unwrap_or(json!({}));
+    match method {
+        "initialize" => rpc_result(id, initialize(&params)),
+        "ping" => rpc_result(id, json!({})),
+        "tools/list" => rpc_result(id, json!({ "tools": tools_for(&agent) })),
+        "tools/call" => {
+            let Some(name) = params.get("name").and_then(Value::as_str) else {
+                return rpc_error(id, INVALID_PARAMS, "params.name is required", StatusCode::OK);
+            };
+            let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
+            let outcome = match arguments.as_object() {
+                Some(map) => call_tool(&state.store, &agent, name, &Args::new(map)).await,
+                None => Err(Error::invalid("arguments", "arguments must be an object")),
+            };
+            if let Err(error) = &outcome {
+                tracing::debug!(endpoint = %agent.endpoint_id, tool = name, %error, "tool refused");
+            }
+            rpc_result(id, tool_result(outcome))
+        }
+        other => rpc_error(id, METHOD_NOT_FOUND, &format!("unknown method {other}"), StatusCode::OK),
+    }
+}
+
+fn initialize(params: &Value) -> Value {
+    let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION);
+    let version = if SUPPORTED_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
+    json!({
+        "protocolVersion": version,
+        "capabilities": { "tools": { "listChanged": false } },
+        "serverInfo": { "name": "switchboard", "version": env!("CARGO_PKG_VERSION") },
+        "instructions": "Drain this endpoint's queues: claim_next, then complete or fail the todo before its lease lapses.",
+    })
+}
+
+fn rpc_result(id: Value, result: Value) -> Response {
+    axum::Json(json!({ "jsonrpc": "2.0", "id": id, "result": result })).into_response()
+}
+
+fn rpc_error(id: Value, code: i64, message: &str, status: StatusCode) -> Response {
+    (status, axum::Json(json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })))
+        .into_response()
+}
+
+/// A tool's answer: structured content plus the same as text; errors as `isError` results
+/// whose text starts `code: message` (contract §5).
+fn tool_result(outcome: Result<Value>) -> Value {
+    match outcome {
+        Ok(structured) => json!({
+            "content": [{ "type": "text", "text": structured.to_string() }],
+            "structuredContent": structured,
+            "isError": false,
+        }),
+        Err(error) => {
+            let mut structured = error.envelope();
+            if let Some(map) = structured.as_object_mut()
+                && let Some(message) = map.remove("error")
+            {
+                map.insert("message".into(), message);
+            }
+            json!({
+                "content": [{ "type": "text", "text": error.to_string() }],
+                "structuredContent": structured,
+                "isError": true,
+            })
+        }
+    }
+}
+
+/// Tool descriptions and input schemas, in the order `tools/list` shows them.
+fn tool_catalog() -> Vec<(&'static str, &'static str, Value)> {
+    let id = json!({ "type": "string", "description": "todo id (td_...)" });
+    let lease =
+        json!({ "type": "integer", "minimum": 1, "maximum": 86400, "description": "lease in seconds (default 300)" });
+    let queue = json!({ "type": "string", "description": "one of this endpoint's granted queues" });
+    vec![
+        (
+            "claim_next",
+            "Claim the oldest claimable todo across your granted queues (or one named queue).",
+            json!({ "type": "object", "properties": { "queue": queue, "lease_ttl_seconds": lease }, "additionalProperties": false }),
+        ),
+        (
+            "claim",
+            "Claim a specific todo by id.",
+            json!({ "type": "object", "properties": { "id": id, "lease_ttl_seconds": lease }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "heartbeat",
+            "Extend the lease on a todo you hold.",
+            json!({ "type": "object", "properties": { "id": id, "lease_ttl_seconds": lease }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "complete",
+            "Mark a todo you hold as done, with an optional result.",
+            json!({ "type": "object", "properties": { "id": id, "result": {}, "summary": { "type": "string" } }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "fail",
+            "Fail a todo you hold; it retries with backoff until max_attempts.",
+            json!({ "type": "object", "properties": { "id": id, "result": {}, "summary": { "type": "string" } }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "release",
+            "Give a todo you hold back to the queue without using an attempt.",
+            json!({ "type": "object", "properties": { "id": id, "summary": { "type": "string" } }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "list_todos",
+            "List todos in your granted queues, newest first.",
+            json!({ "type": "object", "properties": { "queue": queue, "state": { "enum": ["pending", "claimed", "done", "failed"] },
+                "limit": { "type": "integer", "minimum": 1, "maximum": 200 } }, "additionalProperties": false }),
+        ),
+        (
+            "get_todo",
+            "Read one todo, with its payload and result.",
+            json!({ "type": "object", "properties": { "id": id }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "create_todo",
+            "Add a todo to one of your granted queues.",
+            json!({ "type": "object", "properties": { "queue": queue, "title": { "type": "string" }, "payload": {},
+                "idempotency_key": { "type": "string" }, "max_attempts": { "type": "integer", "minimum": 1, "maximum": 100 } },
+                "required": ["queue", "title"], "additionalProperties": false }),
+        ),
+    ]
+}
+
+/// Only the verbs this endpoint was granted are listed.
+fn tools_for(agent: &AgentScope) -> Vec<Value> {
+    tool_catalog()
+        .into_iter()
+        .filter(|(name, _, _)| agent.verbs.iter().any(|v| v == name))
+        .map(|(name, description, schema)| json!({ "name": name, "description": description, "inputSchema": schema }))
+        .collect()
+}
+
+async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &Args<'_>) -> Result<Value> {
+    if !tool_catalog().iter().any(|(tool, _, _)| *tool == name) {
+        return Err(Error::invalid("name", format!("unknown tool {name}")));
+    }
+    if !agent.verbs.iter().any(|v| v == name) {
+        return Err(Error::forbidden(format!("{name} is not in this endpoint's grant")));
+    }
+    let actor = Actor::Agent(agent.clone());
+    match name {
+        "claim_next" => {
+            args.only(&["queue", "lease_ttl_seconds"])?;
+            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+            let queues = agent.narrow(args.opt_str("queue")?)?;
+            match store.claim_next(&actor, &queues, lease).await? {
+                ClaimNext::Claimed(todo) => Ok(json!({ "todo": todo_json(&todo, true), "empty": false })),
+                ClaimNext::Empty => Ok(json!({ "empty": true })),
+            }
+        }
+        "claim" => {
+            args.only(&["id", "lease_ttl_seconds"])?;
+            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+            let todo = store.claim(&actor, args.str("id")?, lease).await?;
+            Ok(json!({ "todo": todo_json(&todo, true) }))
+        }
+        "heartbeat" => {
+            args.only(&["id", "lease_ttl_seconds"])?;
+            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+            Ok(todo_json(&store.heartbeat(&actor, args.str("id")?, lease).await?, false))
+        }
+        "complete" | "fail" => {
+            args.only(&["id", "result", "summary"])?;
+            let result = outcome_value(args)?;
+            let id = args.str("id")?;
+            let todo = if name == "complete" {
+                store.complete(&actor, id, result).await?
+            } else {
+                store.fail(&actor, id, result).await?
+            };
+            Ok(todo_json(&todo, false))
+        }
+        "release" => {
+            args.only(&["id", "summary"])?;
+            args.opt_str("summary")?;
+            Ok(todo_json(&store.release(&actor, args.str("id")?).await?, false))
+        }
+        "list_todos" => {
+            args.only(&["queue", "state", "limit"])?;
+            let queues = agent.narrow(args.opt_str("queue")?)?;
+            let state = args.opt_str("state")?.map(|s| TodoState::parse("state", s)).transpose()?;
+            let limit = parse_limit(args.opt_i64("limit")?)?;
+            let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues), state, limit }).await?;
+            Ok(json!({ "todos": todos.iter().map(|t| todo_json(t, false)).collect::<Vec<_>>() }))
+        }
+        "get_todo" => {
+            args.only(&["id"])?;
+            Ok(todo_json(&store.get_todo(&actor, args.str("id")?).await?, true))
+        }
+        "create_todo" => {
+            args.only(&["queue", "title", "payload", "idempotency_key", "max_attempts"])?;
+            let identity = creation_target(agent, args.str("queue")?)?;
+            let created = store
+                .create_todo(NewTodo {
+                    identity,
+                    title: args.str("title")?.to_string(),
+                    payload: args.opt_value("payload"),
+                    idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
+                    max_attempts: parse_max_attempts(args)?,
+                    created_by_kind: CreatedByKind::Agent,
+                    created_by_id: Some(agent.endpoint_id.clone()),
+                })
+                .await?;
+            Ok(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped }))
+        }
+        _ => Err(Error::invalid("name", format!("unknown tool {name}"))),
+    }
+}
+
+/// `result` as given, or `{summary}` when only a summary is given.
+fn outcome_value(args: &Args<'_>) -> Result<Option<Value>> {
+    let summary = args.opt_str("summary")?;
+    Ok(args.opt_value("result").or_else(|| summary.map(|s| json!({ "summary": s }))))
+}
+
+/// The queue a `create_todo` names: the endpoint's own queue of that name if granted, else the
+/// one team queue of that name; anything else is outside the grant.
+fn creation_target(agent: &AgentScope, queue: &str) -> Result<QueueIdentity> {
+    models::identity::validate_queue_name("queue", queue)?;
+    let matching = agent.narrow(Some(queue))?;
+    let own = matching.iter().find(|q| q.endpoint_id().is_some());
+    own.or(matching.first())
+        .cloned()
+        .ok_or_else(|| Error::forbidden(format!("queue {queue} is outside this endpoint's grant")))
+}

@@ -1,0 +1,92 @@
+//! `switchboard serve`: migrate, then serve HTTP until SIGINT/SIGTERM, then stop in order:
+//! stop accepting, finish in-flight requests, stop the sweeps, close the pool, stop the embedded
+//! PostgreSQL if this process runs one.
+
+use crate::app::{AppState, router};
+use crate::database::{self, Target};
+use engine::{PgStore, PoolSettings, sweeps};
+use models::store::SystemClock;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub database_url: Option<String>,
+    pub data_dir: PathBuf,
+    pub reaper_interval: Duration,
+    pub pool_connections_max: u32,
+}
+
+pub async fn run(options: ServeOptions) -> Result<(), String> {
+    let target = database::resolve(options.database_url, &options.data_dir).await?;
+    let settings = PoolSettings { connections_max: options.pool_connections_max, ..PoolSettings::default() };
+    let store = match PgStore::connect(target.url(), settings, Arc::new(SystemClock)).await {
+        Ok(store) => store,
+        Err(error) => {
+            stop_embedded(target).await;
+            return Err(format!("cannot connect to the database: {error}"));
+        }
+    };
+    if let Err(error) = store.migrate().await {
+        stop_embedded(target).await;
+        return Err(format!("migrations failed: {error}"));
+    }
+    tracing::info!("database migrated");
+
+    let listener = match tokio::net::TcpListener::bind(options.listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            stop_embedded(target).await;
+            return Err(format!("cannot listen on {}: {error}", options.listen));
+        }
+    };
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let sweeper = sweeps::spawn(store.clone(), options.reaper_interval, shutdown_rx.clone());
+    let app = router(AppState { store: store.clone() });
+
+    // Tests and scripts wait for exactly this line.
+    println!("switchboard listening on http://{address}");
+    tracing::info!(%address, reaper_interval_s = options.reaper_interval.as_secs(), "serving");
+
+    let mut graceful = shutdown_rx.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = graceful.wait_for(|stop| *stop).await;
+    });
+    let signals = tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested; finishing in-flight requests");
+        let _ = shutdown_tx.send(true);
+    });
+    let served = server.await;
+    signals.abort();
+    let _ = sweeper.await;
+    store.pool().close().await;
+    stop_embedded(target).await;
+    tracing::info!("stopped");
+    served.map_err(|e| format!("server error: {e}"))
+}
+
+async fn stop_embedded(target: Target) {
+    if let Target::Embedded { embedded, .. } = target {
+        embedded.stop().await;
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        biased;
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+}

@@ -1,0 +1,177 @@
+//! What goes over the wire: reading request arguments (every refusal names its field), the todo
+//! as JSON, and the one mapping from an error code to an HTTP response (contract §3).
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, SecondsFormat, Utc};
+use models::error::{Code, Error, Result};
+use models::identity::{Owner, QueueIdentity};
+use models::todo::Todo;
+use serde_json::{Map, Value, json};
+
+/// A JSON object of named arguments: an API body or MCP tool arguments.
+pub struct Args<'a> {
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Args<'a> {
+    pub fn new(map: &'a Map<String, Value>) -> Self {
+        Args { map }
+    }
+
+    /// Refuses anything but an object, naming the whole body.
+    pub fn object<'v>(value: &'v Value, field: &str) -> Result<Args<'v>> {
+        value.as_object().map(Args::new).ok_or_else(|| Error::invalid(field, format!("{field} must be a JSON object")))
+    }
+
+    pub fn str(&self, field: &str) -> Result<&'a str> {
+        self.opt_str(field)?.ok_or_else(|| Error::invalid(field, format!("{field} is required")))
+    }
+
+    pub fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(Error::invalid(field, format!("{field} must be a string"))),
+        }
+    }
+
+    pub fn opt_i64(&self, field: &str) -> Result<Option<i64>> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => {
+                n.as_i64().map(Some).ok_or_else(|| Error::invalid(field, format!("{field} must be an integer")))
+            }
+            Some(_) => Err(Error::invalid(field, format!("{field} must be an integer"))),
+        }
+    }
+
+    pub fn opt_bool(&self, field: &str) -> Result<Option<bool>> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(Error::invalid(field, format!("{field} must be true or false"))),
+        }
+    }
+
+    /// A list of strings; each bad element is named by index (`queues[2]`).
+    pub fn opt_str_list(&self, field: &str) -> Result<Option<Vec<&'a str>>> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    item.as_str().ok_or_else(|| {
+                        Error::invalid(&format!("{field}[{i}]"), format!("{field}[{i}] must be a string"))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(_) => Err(Error::invalid(field, format!("{field} must be a list of strings"))),
+        }
+    }
+
+    /// Any JSON value, as stored (payload, result).
+    pub fn opt_value(&self, field: &str) -> Option<Value> {
+        self.map.get(field).filter(|v| !v.is_null()).cloned()
+    }
+
+    /// Refuses names outside `known`, so a misspelt argument is not silently ignored.
+    pub fn only(&self, known: &[&str]) -> Result<()> {
+        match self.map.keys().find(|key| !known.contains(&key.as_str())) {
+            Some(unknown) => Err(Error::invalid(unknown, format!("unknown field {unknown}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Parses a request body as a JSON object; anything else is `invalid_argument` on `body`.
+pub fn parse_body(bytes: &[u8]) -> Result<Value> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| Error::invalid("body", format!("body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Error::invalid("body", "body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+pub fn rfc3339(instant: DateTime<Utc>) -> String {
+    instant.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn opt_time(instant: Option<DateTime<Utc>>) -> Value {
+    instant.map_or(Value::Null, |t| Value::String(rfc3339(t)))
+}
+
+/// `endpoint:<id>` or `team:<id>`: the scope half of a queue identity as the contract writes it.
+pub fn scope_string(identity: &QueueIdentity) -> String {
+    match &identity.owner {
+        Owner::Endpoint(id) => format!("endpoint:{id}"),
+        Owner::Team(id) => format!("team:{id}"),
+    }
+}
+
+/// The todo as every surface shows it. Listings leave the payload out (`payload_size` instead).
+pub fn todo_json(todo: &Todo, with_payload: bool) -> Value {
+    let payload_size = todo.payload.as_ref().map_or(0, |p| p.to_string().len());
+    let mut body = json!({
+        "id": todo.id,
+        "scope": scope_string(&todo.identity),
+        "queue": todo.identity.queue,
+        "title": todo.title,
+        "state": todo.state.as_str(),
+        "owner": todo.owner,
+        "attempt": todo.attempt,
+        "max_attempts": todo.max_attempts,
+        "lease_expires_at": opt_time(todo.lease_expires_at),
+        "next_retry_at": opt_time(todo.next_retry_at),
+        "dead_letter": todo.dead_letter(),
+        "idempotency_key": todo.idempotency_key,
+        "created_at": rfc3339(todo.created_at),
+        "updated_at": rfc3339(todo.updated_at),
+        "claimed_at": opt_time(todo.claimed_at),
+        "completed_at": opt_time(todo.completed_at),
+        "created_by_kind": todo.created_by_kind.as_str(),
+        "created_by_id": todo.created_by_id,
+        "payload_size": payload_size,
+    });
+    if with_payload && let Some(map) = body.as_object_mut() {
+        map.insert("payload".into(), todo.payload.clone().unwrap_or(Value::Null));
+        map.insert("result".into(), todo.result.clone().unwrap_or(Value::Null));
+    }
+    body
+}
+
+/// An error as an operator-API response: the status from the code table and the envelope.
+pub struct ApiError(pub Error);
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        ApiError(error)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(self.0.envelope())).into_response();
+        match self.0.code {
+            Code::Unauthenticated => {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"switchboard\""));
+            }
+            Code::RateLimited | Code::QueueFull | Code::Deferred => {
+                let seconds = self.0.extras.get("retry_after_seconds").and_then(Value::as_i64).unwrap_or(1).max(1);
+                if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+pub type ApiResult = std::result::Result<Response, ApiError>;
