@@ -76,7 +76,8 @@ fn cluster_root(data_dir: &Path) -> Result<PathBuf, String> {
     if reachable || link.exists() {
         return Ok(link);
     }
-    let name: String = canonical.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let name: String =
+        canonical.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let relocated = PathBuf::from("/var/lib/switchboard").join(name.trim_start_matches('_'));
     std::fs::create_dir_all(&relocated).map_err(|e| format!("cannot create {}: {e}", relocated.display()))?;
     std::os::unix::fs::symlink(&relocated, &link).map_err(|e| format!("cannot link {}: {e}", link.display()))?;
