@@ -1,5 +1,5 @@
-//! The background sweeps that start and stop with the server: the lease reaper and the retry
-//! scheduler, on one tick (`SWITCHBOARD_REAPER_INTERVAL`, default 30 s).
+//! The background sweeps that start and stop with the server: the lease reaper, the retry
+//! scheduler and the pruning of old admission usage (SPEC-0030 REQ-1, REQ-13), on one tick (`SWITCHBOARD_REAPER_INTERVAL`, default 30 s).
 //!
 //! They are system work: exempt from endpoint scoping, and they read nothing out to anyone.
 
@@ -27,6 +27,11 @@ pub async fn run_once<S: Store>(store: &S) {
         Ok(0) => {}
         Ok(requeued) => tracing::info!(requeued, "retry scheduler returned due retries to pending"),
         Err(error) => tracing::warn!(%error, "retry scheduler failed; retrying next tick"),
+    }
+    match store.prune_usage().await {
+        Ok(0) => {}
+        Ok(pruned) => tracing::info!(pruned, "pruned admission usage older than the retention"),
+        Err(error) => tracing::warn!(%error, "usage pruning failed; retrying next tick"),
     }
 }
 

@@ -12,8 +12,8 @@ use support::{World, granted, new_todo, queue_of};
 
 fn claimed(outcome: ClaimNext) -> models::todo::Todo {
     match outcome {
-        ClaimNext::Claimed(todo) => *todo,
-        ClaimNext::Empty => panic!("expected a claim, got empty"),
+        ClaimNext::Claimed(claimed) => claimed.todo,
+        ClaimNext::Empty { .. } => panic!("expected a claim, got empty"),
     }
 }
 
@@ -35,7 +35,7 @@ async fn create_then_claim_next_then_complete() {
     assert_eq!(done.state, TodoState::Done);
     assert_eq!(done.result, Some(json!({"ok": true})));
     assert_eq!(done.lease_expires_at, None);
-    assert!(matches!(world.store.claim_next(&agent, &granted(&agent), 300).await, Ok(ClaimNext::Empty)));
+    assert!(matches!(world.store.claim_next(&agent, &granted(&agent), 300).await, Ok(ClaimNext::Empty { .. })));
 }
 
 #[tokio::test]
@@ -73,7 +73,7 @@ async fn release_returns_to_pending_and_keeps_the_attempt() {
     world.store.claim(&agent, &todo.id, 60).await.expect("claim");
     let released = world.store.release(&agent, &todo.id).await.expect("release");
     assert_eq!((released.state, released.attempt, released.owner), (TodoState::Pending, 1, None));
-    let again = world.store.claim(&agent, &todo.id, 60).await.expect("claim again");
+    let again = world.store.claim(&agent, &todo.id, 60).await.expect("claim again").todo;
     assert_eq!(again.attempt, 2);
 }
 
@@ -90,7 +90,7 @@ async fn fail_parks_with_backoff_then_the_scheduler_requeues_with_attempt_kept()
     assert!(!failed.dead_letter());
 
     // Not yet due: neither claimable nor requeued.
-    assert!(matches!(world.store.claim_next(&agent, &granted(&agent), 60).await, Ok(ClaimNext::Empty)));
+    assert!(matches!(world.store.claim_next(&agent, &granted(&agent), 60).await, Ok(ClaimNext::Empty { .. })));
     assert_eq!(world.store.requeue_due_retries().await.expect("requeue"), 0);
 
     world.clock.advance(Duration::seconds(30));
@@ -121,7 +121,7 @@ async fn fail_at_max_attempts_dead_letters_and_retry_now_resets_the_attempt() {
     new.max_attempts = 2;
     let todo = world.store.create_todo(new).await.expect("create").todo;
     for attempt in 1..=2 {
-        let claim = world.store.claim(&agent, &todo.id, 60).await.expect("claim");
+        let claim = world.store.claim(&agent, &todo.id, 60).await.expect("claim").todo;
         assert_eq!(claim.attempt, attempt);
         world.store.fail(&agent, &todo.id, None).await.expect("fail");
         world.clock.advance(retry_backoff(attempt) + Duration::seconds(1));
@@ -135,7 +135,7 @@ async fn fail_at_max_attempts_dead_letters_and_retry_now_resets_the_attempt() {
     let owner = world.owner("alice").await;
     let retried = world.store.retry_now(&owner, &todo.id).await.expect("retry now");
     assert_eq!((retried.state, retried.attempt, retried.next_retry_at), (TodoState::Pending, 0, None));
-    let claim = world.store.claim(&agent, &todo.id, 60).await.expect("claim after retry now");
+    let claim = world.store.claim(&agent, &todo.id, 60).await.expect("claim after retry now").todo;
     assert_eq!(claim.attempt, 1);
 }
 
@@ -270,14 +270,17 @@ async fn scoping_foreign_todos_are_not_found_and_ungranted_queues_forbidden() {
     let bobs = world.push(&queue_of(&bob_agent, "inbox"), "bob's").await;
 
     for outcome in [
-        world.store.claim(&alice_agent, &bobs.id, 60).await,
+        world.store.claim(&alice_agent, &bobs.id, 60).await.map(|c| c.todo),
         world.store.get_todo(&alice_agent, &bobs.id).await,
-        world.store.claim(&alice_agent, "td_doesnotexist", 60).await,
+        world.store.claim(&alice_agent, "td_doesnotexist", 60).await.map(|c| c.todo),
     ] {
         assert_eq!(outcome.expect_err("foreign").code, Code::NotFound);
     }
     // claim_next never reaches another endpoint's queue of the same name.
-    assert!(matches!(world.store.claim_next(&alice_agent, &granted(&alice_agent), 60).await, Ok(ClaimNext::Empty)));
+    assert!(matches!(
+        world.store.claim_next(&alice_agent, &granted(&alice_agent), 60).await,
+        Ok(ClaimNext::Empty { .. })
+    ));
 
     // An own todo in a queue outside the grant: forbidden for claim, not_found for get_todo.
     let Some(endpoint_id) = alice_agent.endpoint_id().map(str::to_string) else { panic!("agent") };
@@ -320,5 +323,5 @@ async fn fifty_concurrent_claimers_through_two_engines_claim_each_todo_once() {
     .await
     .expect("count");
     assert_eq!((claimed_rows, attempts), (50, 50));
-    assert!(matches!(world.store.claim_next(&agent, &queues, 60).await, Ok(ClaimNext::Empty)));
+    assert!(matches!(world.store.claim_next(&agent, &queues, 60).await, Ok(ClaimNext::Empty { .. })));
 }

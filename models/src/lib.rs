@@ -4,6 +4,7 @@
 //! admission decision and window arithmetic (SPEC-0030), shared by the production engine and the
 //! reference model so the two cannot drift. Must never depend on Postgres, tokio or axum.
 
+pub mod admission;
 pub mod error;
 pub mod identity;
 pub mod scope;

@@ -4,6 +4,7 @@
 //! `ModelStore` and the simulation's bridge can stand in for each other, and a transaction is
 //! never held open across an `.await` the caller controls.
 
+use crate::admission::{Headroom, Policy, PolicyStatus, Reason};
 use crate::error::Result;
 use crate::identity::{QueueIdentity, ScopeRef};
 use crate::scope::{Actor, AgentScope, Endpoint, HumanScope};
@@ -92,11 +93,68 @@ pub struct NewEndpoint {
     pub token_hash: String,
 }
 
-/// What `claim_next` found.
+/// A committed claim, with the queue's headroom when it has a policy (REQ-7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claimed {
+    pub todo: Todo,
+    pub admission: Option<Headroom>,
+}
+
+/// What `claim_next` found: a claim, or nothing, with the granted queues that hold pending work
+/// but admit no claim right now (REQ-7). An empty `deferred` means no pending work anywhere.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimNext {
-    Claimed(Box<Todo>),
-    Empty,
+    Claimed(Box<Claimed>),
+    Empty { deferred: Vec<DeferredQueue> },
+}
+
+/// One deferred queue identity in an empty `claim_next` answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeferredQueue {
+    pub identity: QueueIdentity,
+    pub reason: Reason,
+    pub pending: i64,
+    pub next_eligible_at: Option<DateTime<Utc>>,
+    pub exact: Option<bool>,
+}
+
+/// A queue identity's policy and its status, derived when read (REQ-6). `policy` is None when the
+/// stored row cannot be evaluated (REQ-9); the status then says `admission_unavailable`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueAdmission {
+    pub identity: QueueIdentity,
+    pub policy_id: String,
+    pub policy: Option<Policy>,
+    pub status: PolicyStatus,
+    pub pending: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Who changes a policy: a human, or an endpoint acting for its human (REQ-10 audit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyActor {
+    pub human_id: Option<String>,
+    pub endpoint_id: Option<String>,
+}
+
+/// One audit record (REQ-10).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub actor_human_id: Option<String>,
+    pub actor_endpoint_id: Option<String>,
+    pub at: DateTime<Utc>,
+    pub action: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+/// A policy in full: status, recent windows' usage (newest first) and the audit tail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyDetail {
+    pub admission: QueueAdmission,
+    pub windows: Vec<(DateTime<Utc>, i64)>,
+    pub audit: Vec<AuditRecord>,
 }
 
 /// Which todos a listing covers. The caller's scope has already been applied.
@@ -150,7 +208,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> impl Future<Output = Result<ClaimNext>> + Send;
-    fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Todo>> + Send;
+    /// Claims a named todo; in a deferred queue it fails with `deferred` and changes nothing.
+    fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Claimed>> + Send;
     fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Todo>> + Send;
     fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> impl Future<Output = Result<Todo>> + Send;
     fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> impl Future<Output = Result<Todo>> + Send;
@@ -158,7 +217,34 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// "Retry now": a failed todo back to pending with a fresh attempt budget (owner scope only).
     fn retry_now(&self, actor: &Actor, id: &str) -> impl Future<Output = Result<Todo>> + Send;
 
+    // Admission (SPEC-0030). Identities are already authorised by the caller.
+    /// Policy and status of each identity that has a policy; identities without one are left out.
+    fn queue_admissions(
+        &self,
+        identities: &[QueueIdentity],
+    ) -> impl Future<Output = Result<Vec<QueueAdmission>>> + Send;
+    /// Every policy on the endpoints and teams of a reach.
+    fn reach_admissions(&self, reach: &crate::scope::Reach)
+    -> impl Future<Output = Result<Vec<QueueAdmission>>> + Send;
+    fn policy_detail(&self, identity: &QueueIdentity) -> impl Future<Output = Result<PolicyDetail>> + Send;
+    /// Creates or fully replaces a policy, with an audit record, in one transaction.
+    fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> impl Future<Output = Result<QueueAdmission>> + Send;
+    /// Deletes a policy (`not_found` if none), keeping its audit history.
+    fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> impl Future<Output = Result<()>> + Send;
+    fn policy_audit(
+        &self,
+        identity: &QueueIdentity,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<AuditRecord>>> + Send;
+
     // Background sweeps: system work, exempt from scoping, reading nothing out to anyone.
     fn reap_lapsed_leases(&self) -> impl Future<Output = Result<SweepReport>> + Send;
     fn requeue_due_retries(&self) -> impl Future<Output = Result<u64>> + Send;
+    /// Drops usage rows older than the retention (35 days, REQ-1).
+    fn prune_usage(&self) -> impl Future<Output = Result<u64>> + Send;
 }

@@ -222,7 +222,7 @@ pub async fn list_todos<S: Store>(
         (None, None) => TodoSet::Owners(human.reach.clone()),
     };
     let todos = state.store.list_todos(TodoQuery { set, state: todo_state, limit }).await?;
-    let todos: Vec<Value> = todos.iter().map(|t| todo_json(t, false)).collect();
+    let todos = crate::wire::todos_with_admission(&state.store, &todos).await?;
     Ok(axum::Json(json!({ "todos": todos })).into_response())
 }
 
@@ -241,7 +241,8 @@ pub async fn todo_action<S: Store>(
         "claim" => {
             args.only(&["lease_ttl_seconds"])?;
             let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
-            state.store.claim(&actor, &id, lease).await?
+            let claimed = state.store.claim(&actor, &id, lease).await?;
+            return Ok(axum::Json(crate::wire::claimed_json(&claimed)).into_response());
         }
         "complete" => {
             args.only(&["result"])?;

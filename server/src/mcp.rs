@@ -8,7 +8,9 @@
 use crate::api::{parse_limit, parse_max_attempts};
 use crate::app::AppState;
 use crate::auth::require_agent;
-use crate::wire::{ApiError, Args, todo_json};
+use crate::wire::{
+    ApiError, Args, claimed_json, deferred_json, scope_string, status_json, todo_json, todos_with_admission,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -182,11 +184,18 @@ fn tool_catalog() -> Vec<(&'static str, &'static str, Value)> {
     ]
 }
 
-/// Only the verbs this endpoint was granted are listed.
+/// Whether the endpoint may call `name`: granted verbs, plus the read-only `admission_status`
+/// for every endpoint that may claim (REQ-7).
+fn granted(agent: &AgentScope, name: &str) -> bool {
+    let has = |verb: &str| agent.verbs.iter().any(|v| v == verb);
+    has(name) || (name == "admission_status" && (has("claim") || has("claim_next")))
+}
+
+/// Only the verbs this endpoint may call are listed.
 fn tools_for(agent: &AgentScope) -> Vec<Value> {
     tool_catalog()
         .into_iter()
-        .filter(|(name, _, _)| agent.verbs.iter().any(|v| v == name))
+        .filter(|(name, _, _)| granted(agent, name))
         .map(|(name, description, schema)| json!({ "name": name, "description": description, "inputSchema": schema }))
         .collect()
 }
@@ -195,7 +204,7 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
     if !tool_catalog().iter().any(|(tool, _, _)| *tool == name) {
         return Err(Error::invalid("name", format!("unknown tool {name}")));
     }
-    if !agent.verbs.iter().any(|v| v == name) {
+    if !granted(agent, name) {
         return Err(Error::forbidden(format!("{name} is not in this endpoint's grant")));
     }
     let actor = Actor::Agent(agent.clone());
@@ -205,15 +214,25 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
             let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
             let queues = agent.narrow(args.opt_str("queue")?)?;
             match store.claim_next(&actor, &queues, lease).await? {
-                ClaimNext::Claimed(todo) => Ok(json!({ "todo": todo_json(&todo, true), "empty": false })),
-                ClaimNext::Empty => Ok(json!({ "empty": true })),
+                ClaimNext::Claimed(claimed) => {
+                    let mut body = claimed_json(&claimed);
+                    if let Some(map) = body.as_object_mut() {
+                        map.insert("empty".into(), json!(false));
+                    }
+                    Ok(body)
+                }
+                // `deferred` appears only when a granted queue holds pending work it cannot admit
+                // now; a bare `empty: true` still means there is no pending work at all.
+                ClaimNext::Empty { deferred } if deferred.is_empty() => Ok(json!({ "empty": true })),
+                ClaimNext::Empty { deferred } => {
+                    Ok(json!({ "empty": true, "deferred": deferred.iter().map(deferred_json).collect::<Vec<_>>() }))
+                }
             }
         }
         "claim" => {
             args.only(&["id", "lease_ttl_seconds"])?;
             let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
-            let todo = store.claim(&actor, args.str("id")?, lease).await?;
-            Ok(json!({ "todo": todo_json(&todo, true) }))
+            Ok(claimed_json(&store.claim(&actor, args.str("id")?, lease).await?))
         }
         "heartbeat" => {
             args.only(&["id", "lease_ttl_seconds"])?;
@@ -242,7 +261,7 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
             let state = args.opt_str("state")?.map(|s| TodoState::parse("state", s)).transpose()?;
             let limit = parse_limit(args.opt_i64("limit")?)?;
             let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues), state, limit }).await?;
-            Ok(json!({ "todos": todos.iter().map(|t| todo_json(t, false)).collect::<Vec<_>>() }))
+            Ok(json!({ "todos": todos_with_admission(store, &todos).await? }))
         }
         "get_todo" => {
             args.only(&["id"])?;
@@ -263,6 +282,37 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
                 })
                 .await?;
             Ok(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped }))
+        }
+        "admission_status" => {
+            args.only(&["queue"])?;
+            let queues = agent.narrow(args.opt_str("queue")?)?;
+            let admissions = store.queue_admissions(&queues).await?;
+            let entries: Vec<Value> = queues
+                .iter()
+                .map(|identity| {
+                    let mut entry = json!({ "queue": identity.queue, "scope": scope_string(identity) });
+                    if let Some(map) = entry.as_object_mut() {
+                        match admissions.iter().find(|a| &a.identity == identity) {
+                            Some(admission) => {
+                                map.insert(
+                                    "policy".into(),
+                                    admission.policy.as_ref().map_or(Value::Null, |p| p.to_json()),
+                                );
+                                map.insert("pending".into(), json!(admission.pending));
+                                if let Value::Object(status) = status_json(&admission.status) {
+                                    map.extend(status);
+                                }
+                            }
+                            None => {
+                                map.insert("policy".into(), Value::Null);
+                                map.insert("status".into(), json!("admitted"));
+                            }
+                        }
+                    }
+                    entry
+                })
+                .collect();
+            Ok(json!({ "queues": entries }))
         }
         _ => Err(Error::invalid("name", format!("unknown tool {name}"))),
     }

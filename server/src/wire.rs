@@ -175,3 +175,87 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult = std::result::Result<Response, ApiError>;
+
+/// The status carried by a pending todo of a budgeted queue (REQ-6):
+/// `{state, reason?, next_eligible_at?, exact?}`.
+pub fn hint_json(hint: &models::admission::AdmissionHint) -> Value {
+    let mut body = json!({ "state": hint.state });
+    if let (Some(reason), Some(map)) = (hint.reason, body.as_object_mut()) {
+        map.insert("reason".into(), json!(reason.as_str()));
+        map.insert("next_eligible_at".into(), opt_time(hint.next_eligible_at));
+        map.insert("exact".into(), json!(hint.exact));
+    }
+    body
+}
+
+/// The policy status object of contract §3.
+pub fn status_json(status: &models::admission::PolicyStatus) -> Value {
+    json!({
+        "status": status.status,
+        "max_in_flight": status.max_in_flight,
+        "in_flight": status.in_flight,
+        "max_claims_per_window": status.max_claims_per_window,
+        "used": status.used,
+        "remaining": status.remaining,
+        "window_start": opt_time(status.window_start),
+        "window_resets_at": opt_time(status.window_resets_at),
+        "next_eligible_at": opt_time(status.hint.next_eligible_at),
+        "exact": status.hint.exact,
+    })
+}
+
+/// Headroom on a successful budgeted claim (REQ-7).
+pub fn headroom_json(headroom: &models::admission::Headroom) -> Value {
+    json!({
+        "max_in_flight": headroom.max_in_flight,
+        "in_flight": headroom.in_flight,
+        "max_claims_per_window": headroom.max_claims_per_window,
+        "used": headroom.used,
+        "remaining": headroom.remaining,
+        "window_resets_at": opt_time(headroom.window_resets_at),
+    })
+}
+
+/// One entry of an empty `claim_next`'s `deferred` list (REQ-7).
+pub fn deferred_json(deferred: &models::store::DeferredQueue) -> Value {
+    json!({
+        "queue": deferred.identity.queue,
+        "scope": scope_string(&deferred.identity),
+        "reason": deferred.reason.as_str(),
+        "pending": deferred.pending,
+        "next_eligible_at": opt_time(deferred.next_eligible_at),
+        "exact": deferred.exact,
+    })
+}
+
+/// A claim's answer: the todo, and the headroom when the queue has a policy.
+pub fn claimed_json(claimed: &models::store::Claimed) -> Value {
+    let mut body = json!({ "todo": todo_json(&claimed.todo, true) });
+    if let (Some(headroom), Some(map)) = (&claimed.admission, body.as_object_mut()) {
+        map.insert("admission".into(), headroom_json(headroom));
+    }
+    body
+}
+
+/// Todos as a listing shows them, each pending todo of a budgeted queue with its admission
+/// status (REQ-6). The statuses come from one read for all the listed queues.
+pub async fn todos_with_admission<S: models::store::Store>(store: &S, todos: &[Todo]) -> Result<Vec<Value>> {
+    let mut identities: Vec<QueueIdentity> =
+        todos.iter().filter(|t| t.state == models::todo::TodoState::Pending).map(|t| t.identity.clone()).collect();
+    identities.sort();
+    identities.dedup();
+    let admissions = store.queue_admissions(&identities).await?;
+    Ok(todos
+        .iter()
+        .map(|todo| {
+            let mut body = todo_json(todo, false);
+            let admission = admissions.iter().find(|a| a.identity == todo.identity);
+            if let (Some(admission), Some(map), true) =
+                (admission, body.as_object_mut(), todo.state == models::todo::TodoState::Pending)
+            {
+                map.insert("admission".into(), hint_json(&admission.status.hint));
+            }
+            body
+        })
+        .collect())
+}

@@ -5,7 +5,7 @@
 //! in scope gets `conflict` with the todo's state.
 
 use super::claim::lock_todo;
-use super::{PgStore, TODO_COLUMNS, TodoRow, db_error};
+use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
 use models::error::{Error, Result};
 use models::scope::Actor;
@@ -36,99 +36,114 @@ impl PgStore {
 
     pub(crate) async fn heartbeat_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
         let mut tx = self.begin().await?;
-        let (_, now) = self.lock_held(&mut tx, actor, id).await?;
-        let row: TodoRow = sqlx::query_as(composed_sql!(
-            "UPDATE todos t SET lease_expires_at = $2, updated_at = $3 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(now + Duration::seconds(lease_seconds))
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
-        row.into_todo()
+        let outcome = async {
+            let (_, now) = self.lock_held(&mut tx, actor, id).await?;
+            let row: TodoRow = sqlx::query_as(composed_sql!(
+                "UPDATE todos t SET lease_expires_at = $2, updated_at = $3 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+            ))
+            .bind(id)
+            .bind(now + Duration::seconds(lease_seconds))
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            row.into_todo()
+        }
+        .await;
+        finish(tx, outcome).await
     }
 
     pub(crate) async fn complete_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         let mut tx = self.begin().await?;
-        let (_, now) = self.lock_held(&mut tx, actor, id).await?;
-        let row: TodoRow = sqlx::query_as(composed_sql!(
-            "UPDATE todos t SET state = 'done', result = $2, completed_at = $3, lease_expires_at = NULL, updated_at = $3 \
-             WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(&result)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        close_attempt(&mut tx, id, now, "completed").await?;
-        tx.commit().await.map_err(db_error)?;
-        row.into_todo()
+        let outcome = async {
+            let (_, now) = self.lock_held(&mut tx, actor, id).await?;
+            let row: TodoRow = sqlx::query_as(composed_sql!(
+                "UPDATE todos t SET state = 'done', result = $2, completed_at = $3, lease_expires_at = NULL, updated_at = $3 \
+                 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+            ))
+            .bind(id)
+            .bind(&result)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            close_attempt(&mut tx, id, now, "completed").await?;
+            row.into_todo()
+        }
+        .await;
+        finish(tx, outcome).await
     }
 
     /// Below `max_attempts` the todo parks with a backoff; at it, it is dead-lettered.
     pub(crate) async fn fail_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         let mut tx = self.begin().await?;
-        let (todo, now) = self.lock_held(&mut tx, actor, id).await?;
-        let next_retry_at = (todo.attempt < todo.max_attempts).then(|| now + retry_backoff(todo.attempt));
-        let row: TodoRow = sqlx::query_as(composed_sql!(
-            "UPDATE todos t SET state = 'failed', result = $2, next_retry_at = $3, lease_expires_at = NULL, updated_at = $4 \
-             WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(&result)
-        .bind(next_retry_at)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        close_attempt(&mut tx, id, now, "failed").await?;
-        tx.commit().await.map_err(db_error)?;
-        row.into_todo()
+        let outcome = async {
+            let (todo, now) = self.lock_held(&mut tx, actor, id).await?;
+            let next_retry_at = (todo.attempt < todo.max_attempts).then(|| now + retry_backoff(todo.attempt));
+            let row: TodoRow = sqlx::query_as(composed_sql!(
+                "UPDATE todos t SET state = 'failed', result = $2, next_retry_at = $3, lease_expires_at = NULL, updated_at = $4 \
+                 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+            ))
+            .bind(id)
+            .bind(&result)
+            .bind(next_retry_at)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            close_attempt(&mut tx, id, now, "failed").await?;
+            row.into_todo()
+        }
+        .await;
+        finish(tx, outcome).await
     }
 
     /// Back to pending with the attempt unchanged: a release is not a failure.
     pub(crate) async fn release_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
         let mut tx = self.begin().await?;
-        let (_, now) = self.lock_held(&mut tx, actor, id).await?;
-        let row: TodoRow = sqlx::query_as(composed_sql!(
-            "UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, \
-               updated_at = $2 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        close_attempt(&mut tx, id, now, "released").await?;
-        tx.commit().await.map_err(db_error)?;
-        row.into_todo()
+        let outcome = async {
+            let (_, now) = self.lock_held(&mut tx, actor, id).await?;
+            let row: TodoRow = sqlx::query_as(composed_sql!(
+                "UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, \
+                   updated_at = $2 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+            ))
+            .bind(id)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            close_attempt(&mut tx, id, now, "released").await?;
+            row.into_todo()
+        }
+        .await;
+        finish(tx, outcome).await
     }
 
     /// "Retry now": a failed todo (parked or dead-lettered) back to pending with a fresh attempt
     /// budget; the attempt history stays.
     pub(crate) async fn retry_now_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
         let mut tx = self.begin().await?;
-        let todo = lock_todo(&mut tx, id).await?;
-        actor.check_todo_access(&todo.identity)?;
-        if todo.state != TodoState::Failed {
-            return Err(Error::conflict_state("only a failed todo can be retried", todo.state.as_str()));
+        let outcome = async {
+            let todo = lock_todo(&mut tx, id).await?;
+            actor.check_todo_access(&todo.identity)?;
+            if todo.state != TodoState::Failed {
+                return Err(Error::conflict_state("only a failed todo can be retried", todo.state.as_str()));
+            }
+            let now = self.clock_after_lock(&mut tx).await?;
+            let row: TodoRow = sqlx::query_as(composed_sql!(
+                "UPDATE todos t SET state = 'pending', attempt = 0, result = NULL, claimed_at = NULL, completed_at = NULL, \
+                   next_retry_at = NULL, owner = NULL, claimed_by_endpoint_id = NULL, updated_at = $2 \
+                 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+            ))
+            .bind(id)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            row.into_todo()
         }
-        let now = self.clock_after_lock(&mut tx).await?;
-        let row: TodoRow = sqlx::query_as(composed_sql!(
-            "UPDATE todos t SET state = 'pending', attempt = 0, result = NULL, claimed_at = NULL, completed_at = NULL, \
-               next_retry_at = NULL, owner = NULL, claimed_by_endpoint_id = NULL, updated_at = $2 \
-             WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
-        row.into_todo()
+        .await;
+        finish(tx, outcome).await
     }
 
     /// The lease reaper: lapsed claims return to pending, or are dead-lettered at `max_attempts`.

@@ -11,12 +11,25 @@ macro_rules! composed_sql {
     ($($fragment:tt)*) => { sqlx::AssertSqlSafe(format!($($fragment)*)) };
 }
 
+/// Unwraps a step's outcome inside a transaction, or ends the transaction with an explicit
+/// rollback (see `finish`) and returns the error.
+macro_rules! or_rollback {
+    ($tx:ident, $outcome:expr) => {
+        match $outcome {
+            Ok(value) => value,
+            Err(error) => return $crate::pg_store::finish($tx, Err(error)).await,
+        }
+    };
+}
+
+mod admission;
 mod claim;
 mod lifecycle;
 mod principals;
 mod store_impl;
 mod todos;
 
+use crate::counters::AdmissionCounters;
 use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
@@ -38,6 +51,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 pub struct PgStore {
     pool: PgPool,
     clock: Arc<dyn Clock>,
+    counters: Arc<AdmissionCounters>,
+    /// The lease reaper's tick, for the in-flight hint of REQ-6.
+    reaper_interval: Duration,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -67,11 +83,27 @@ impl PgStore {
             .acquire_timeout(settings.acquire_timeout)
             .connect_with(options)
             .await?;
-        Ok(PgStore { pool, clock })
+        Ok(PgStore::from_pool(pool, clock))
     }
 
     pub fn from_pool(pool: PgPool, clock: Arc<dyn Clock>) -> PgStore {
-        PgStore { pool, clock }
+        PgStore { pool, clock, counters: Arc::default(), reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT }
+    }
+
+    /// The reaper tick the in-flight hint adds to the earliest lease expiry.
+    pub fn with_reaper_interval(mut self, interval: Duration) -> PgStore {
+        self.reaper_interval = interval;
+        self
+    }
+
+    /// The reaper tick as the status arithmetic takes it.
+    pub(crate) fn reaper_interval_chrono(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.reaper_interval).unwrap_or(chrono::Duration::seconds(30))
+    }
+
+    /// What the claim path counted in this process.
+    pub fn counters(&self) -> &AdmissionCounters {
+        &self.counters
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -90,6 +122,24 @@ impl PgStore {
 
     async fn begin(&self) -> Result<Transaction<'static, Postgres>> {
         self.pool.begin().await.map_err(db_error)
+    }
+}
+
+/// Ends a transaction: commit on Ok; on Err an explicit ROLLBACK before returning. A dropped
+/// transaction would also roll back, but only once its connection is next tested on release,
+/// and until then its row locks would make `SKIP LOCKED` claimers pass over work (REQ-13).
+pub(crate) async fn finish<T>(tx: Transaction<'static, Postgres>, outcome: Result<T>) -> Result<T> {
+    match outcome {
+        Ok(value) => {
+            tx.commit().await.map_err(db_error)?;
+            Ok(value)
+        }
+        Err(error) => {
+            if let Err(rollback) = tx.rollback().await {
+                tracing::warn!(%rollback, "rollback failed; the connection is discarded");
+            }
+            Err(error)
+        }
     }
 }
 
@@ -194,9 +244,14 @@ pub(crate) fn identity_arrays(identities: &[QueueIdentity]) -> [Vec<String>; 4] 
 
 /// Matches alias `t` against identity arrays bound at `$first..$first+3`.
 pub(crate) fn identity_filter(first: usize) -> String {
+    identity_filter_on("t", first)
+}
+
+/// Matches a table alias's (endpoint_id | team_id, queue) against identity arrays.
+pub(crate) fn identity_filter_on(alias: &str, first: usize) -> String {
     format!(
-        "((t.endpoint_id, t.queue) IN (SELECT * FROM unnest(${a}::text[], ${b}::text[])) \
-          OR (t.team_id, t.queue) IN (SELECT * FROM unnest(${c}::text[], ${d}::text[])))",
+        "(({alias}.endpoint_id, {alias}.queue) IN (SELECT * FROM unnest(${a}::text[], ${b}::text[])) \
+          OR ({alias}.team_id, {alias}.queue) IN (SELECT * FROM unnest(${c}::text[], ${d}::text[])))",
         a = first,
         b = first + 1,
         c = first + 2,

@@ -1,10 +1,14 @@
 //! `Store` for `PgStore`: each trait method is one of the transactions in the sibling modules.
 
 use super::PgStore;
+use models::admission::Policy;
 use models::error::Result;
 use models::identity::{Owner, QueueIdentity, ScopeRef};
-use models::scope::{Actor, Endpoint, HumanScope};
-use models::store::{AgentLookup, ClaimNext, NewEndpoint, Store, SweepReport, TodoQuery};
+use models::scope::{Actor, Endpoint, HumanScope, Reach};
+use models::store::{
+    AgentLookup, AuditRecord, ClaimNext, Claimed, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission, Store,
+    SweepReport, TodoQuery,
+};
 use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
 
@@ -50,7 +54,7 @@ impl Store for PgStore {
         self.claim_next_tx(actor, queues, lease_seconds).await
     }
 
-    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
         self.claim_tx(actor, id, lease_seconds).await
     }
 
@@ -72,6 +76,39 @@ impl Store for PgStore {
 
     async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
         self.retry_now_tx(actor, id).await
+    }
+
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        self.queue_admissions_tx(identities).await
+    }
+
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        self.reach_admissions_tx(reach).await
+    }
+
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        self.policy_detail_tx(identity).await
+    }
+
+    async fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        self.set_policy_tx(identity, policy, actor).await
+    }
+
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        self.clear_policy_tx(identity, actor).await
+    }
+
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        self.policy_audit_tx(identity, limit).await
+    }
+
+    async fn prune_usage(&self) -> Result<u64> {
+        self.prune_usage_tx().await
     }
 
     async fn reap_lapsed_leases(&self) -> Result<SweepReport> {

@@ -105,3 +105,36 @@ pub fn granted(agent: &Actor) -> Vec<QueueIdentity> {
         Actor::Human(_) => panic!("not an agent"),
     }
 }
+
+/// Sets a policy from its request JSON, as an owner would, and returns the saved status.
+pub async fn set_policy(
+    world: &World,
+    identity: &QueueIdentity,
+    body: serde_json::Value,
+) -> models::store::QueueAdmission {
+    let policy = models::admission::Policy::from_request(&body).expect("valid policy");
+    let actor = models::store::PolicyActor { human_id: None, endpoint_id: None };
+    world.store.set_policy(identity, &policy, &actor).await.expect("set policy")
+}
+
+/// Units charged to an identity's policy, summed over all windows.
+pub async fn charged(world: &World, identity: &QueueIdentity) -> i64 {
+    sqlx::query_scalar(
+        "SELECT coalesce(sum(w.used), 0)::bigint FROM admission_windows w JOIN admission_policies p ON p.id = w.policy_id \
+         WHERE p.queue = $3 AND (p.endpoint_id = $1 OR p.team_id = $2)",
+    )
+    .bind(identity.endpoint_id())
+    .bind(identity.team_id())
+    .bind(&identity.queue)
+    .fetch_one(world.store.pool())
+    .await
+    .expect("charged")
+}
+
+pub fn at(rfc3339: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(rfc3339).expect("instant").to_utc()
+}
+
+pub fn daily_pacific(max: i64) -> serde_json::Value {
+    serde_json::json!({"max_claims_per_window": max, "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"}})
+}

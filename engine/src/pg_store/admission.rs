@@ -1,0 +1,339 @@
+//! Admission policies: set, replace and clear with an audit record (REQ-10), and the status of
+//! each budgeted queue identity, derived when read and never stored (REQ-6).
+
+use super::claim::identity_of;
+use super::{PgStore, db_error, finish, identity_arrays, identity_filter_on};
+use chrono::{DateTime, Duration, Utc};
+use models::admission::{self, Observation, Policy};
+use models::error::{Error, Result};
+use models::identity::QueueIdentity;
+use models::scope::Reach;
+use models::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
+use serde_json::Value;
+
+/// Usage rows are kept this long, then pruned (REQ-1).
+pub const USAGE_RETENTION_DAYS: i64 = 35;
+/// Windows and audit records a policy detail carries.
+const DETAIL_WINDOWS_MAX: i64 = 30;
+const DETAIL_AUDIT_MAX: i64 = 50;
+
+type PolicyRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    Option<i32>,
+    Option<i32>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    i64,
+    i64,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+);
+
+const POLICY_COLUMNS: &str = "p.id, p.endpoint_id, p.team_id, p.queue, p.max_in_flight, p.max_claims_per_window, \
+     p.window_period, p.window_tz, p.window_start, p.window_weekday, p.created_at, p.updated_at, \
+     (SELECT count(*) FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
+        AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id)) AS pending, \
+     f.n AS in_flight, f.earliest, clock.now";
+
+const IN_FLIGHT_JOIN: &str = "CROSS JOIN LATERAL (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
+       WHERE t.state = 'claimed' AND t.queue = p.queue AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id)) f";
+
+fn stored(row: &PolicyRow) -> std::result::Result<Policy, String> {
+    Policy::from_stored(row.4, row.5, row.6.as_deref(), row.7.as_deref(), row.8.as_deref(), row.9.as_deref())
+}
+
+impl PgStore {
+    /// Status of every identity in `identities` that has a policy (unlocked reads).
+    pub(crate) async fn queue_admissions_tx(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        if identities.is_empty() {
+            return Ok(vec![]);
+        }
+        let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(identities);
+        let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
+            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
+             SELECT {POLICY_COLUMNS} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
+             WHERE {} ORDER BY p.endpoint_id, p.team_id, p.queue",
+            identity_filter_on("p", 2)
+        ))
+        .bind(self.now_param())
+        .bind(&endpoint_ids)
+        .bind(&endpoint_queues)
+        .bind(&team_ids)
+        .bind(&team_queues)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        self.evaluate_rows(rows).await
+    }
+
+    pub(crate) async fn reach_admissions_tx(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
+            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
+             SELECT {POLICY_COLUMNS} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
+             WHERE p.endpoint_id = ANY($2) OR p.team_id = ANY($3) ORDER BY p.endpoint_id, p.team_id, p.queue"
+        ))
+        .bind(self.now_param())
+        .bind(&reach.endpoint_ids)
+        .bind(&reach.team_ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        self.evaluate_rows(rows).await
+    }
+
+    /// Reads each policy's current-window usage and derives its status with the shared function.
+    /// A row that does not validate is `admission_unavailable` (REQ-9).
+    async fn evaluate_rows(&self, rows: Vec<PolicyRow>) -> Result<Vec<QueueAdmission>> {
+        let policies: Vec<std::result::Result<Policy, String>> = rows.iter().map(stored).collect();
+        let mut keys: (Vec<String>, Vec<DateTime<Utc>>) = (vec![], vec![]);
+        for (row, policy) in rows.iter().zip(&policies) {
+            if let Ok(Policy { window: Some(window), .. }) = policy {
+                keys.0.push(row.0.clone());
+                keys.1.push(window.window_start(row.15));
+            }
+        }
+        let usage: Vec<(String, i32)> = if keys.0.is_empty() {
+            vec![]
+        } else {
+            sqlx::query_as(
+                "SELECT w.policy_id, w.used FROM admission_windows w \
+                 JOIN unnest($1::text[], $2::timestamptz[]) AS k (policy_id, window_start) \
+                   ON w.policy_id = k.policy_id AND w.window_start = k.window_start",
+            )
+            .bind(&keys.0)
+            .bind(&keys.1)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?
+        };
+        Ok(rows
+            .into_iter()
+            .zip(policies)
+            .map(|(row, policy)| {
+                let used = usage.iter().find(|(id, _)| id == &row.0).map_or(0, |(_, used)| i64::from(*used));
+                let status = match &policy {
+                    Ok(policy) => admission::status(
+                        policy,
+                        &Observation {
+                            now: row.15,
+                            in_flight: row.13,
+                            used,
+                            earliest_lease_expiry: row.14,
+                            reaper_interval: self.reaper_interval_chrono(),
+                        },
+                    ),
+                    Err(problem) => {
+                        tracing::warn!(policy = %row.0, %problem, "admission policy cannot be evaluated");
+                        admission::unavailable_status()
+                    }
+                };
+                QueueAdmission {
+                    identity: identity_of(row.1, row.2, row.3),
+                    policy_id: row.0,
+                    policy: policy.ok(),
+                    status,
+                    pending: row.12,
+                    created_at: row.10,
+                    updated_at: row.11,
+                }
+            })
+            .collect())
+    }
+
+    pub(crate) async fn policy_detail_tx(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        let admission =
+            self.queue_admissions_tx(std::slice::from_ref(identity)).await?.pop().ok_or_else(Error::not_found)?;
+        let windows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(
+            "SELECT window_start, used FROM admission_windows WHERE policy_id = $1 ORDER BY window_start DESC LIMIT $2",
+        )
+        .bind(&admission.policy_id)
+        .bind(DETAIL_WINDOWS_MAX)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let audit = self.policy_audit_tx(identity, DETAIL_AUDIT_MAX).await?;
+        Ok(PolicyDetail {
+            admission,
+            windows: windows.into_iter().map(|(start, used)| (start, i64::from(used))).collect(),
+            audit,
+        })
+    }
+
+    /// REQ-10: full replace (or create), audited, in one transaction. The policy row is locked
+    /// like a claim locks it, so a change lands between claims, never inside one.
+    pub(crate) async fn set_policy_tx(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        let mut tx = self.begin().await?;
+        let outcome = async {
+            let now = self.clock_after_lock(&mut tx).await?;
+            let before = locked_policy_json(&mut tx, identity).await?;
+            let window = policy.window.as_ref();
+            // The arbiter is the identity's unique constraint: (endpoint_id, queue) or (team_id, queue).
+            let arbiter = if identity.endpoint_id().is_some() { "endpoint_id, queue" } else { "team_id, queue" };
+            let id: String = sqlx::query_scalar(composed_sql!(
+                "INSERT INTO admission_policies AS p (id, endpoint_id, team_id, queue, max_in_flight, max_claims_per_window, \
+                   window_period, window_tz, window_start, window_weekday, created_by_human_id, updated_by_human_id, created_at, updated_at) \
+                 VALUES ('ap_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $11) \
+                 ON CONFLICT ({arbiter}) DO UPDATE SET max_in_flight = EXCLUDED.max_in_flight, \
+                   max_claims_per_window = EXCLUDED.max_claims_per_window, window_period = EXCLUDED.window_period, \
+                   window_tz = EXCLUDED.window_tz, window_start = EXCLUDED.window_start, window_weekday = EXCLUDED.window_weekday, \
+                   updated_by_human_id = EXCLUDED.updated_by_human_id, updated_at = EXCLUDED.updated_at \
+                 RETURNING p.id"
+            ))
+            .bind(identity.endpoint_id())
+            .bind(identity.team_id())
+            .bind(&identity.queue)
+            .bind(policy.max_in_flight.map(|v| v as i32))
+            .bind(policy.max_claims_per_window.map(|v| v as i32))
+            .bind(window.map(|w| w.period_name()))
+            .bind(window.map(|w| w.tz.name()))
+            .bind(window.map(|w| w.start_hhmm()))
+            .bind(window.and_then(|w| w.weekday_name()))
+            .bind(&actor.human_id)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            let action = if before.is_some() { "update" } else { "create" };
+            audit(&mut tx, &id, identity, actor, action, before, Some(policy.to_json()), now).await?;
+            tracing::info!(queue = %identity, action, "admission policy saved");
+            Ok(())
+        }
+        .await;
+        finish(tx, outcome).await?;
+        // Read back after commit, through the pool, as any later reader will see it.
+        self.queue_admissions_tx(std::slice::from_ref(identity))
+            .await?
+            .pop()
+            .ok_or_else(|| Error::internal("saved policy vanished"))
+    }
+
+    pub(crate) async fn clear_policy_tx(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let outcome = async {
+            let now = self.clock_after_lock(&mut tx).await?;
+            let Some(before) = locked_policy_json(&mut tx, identity).await? else {
+                return Err(Error::not_found());
+            };
+            let id: String = sqlx::query_scalar(
+                "DELETE FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) RETURNING id",
+            )
+            .bind(identity.endpoint_id())
+            .bind(identity.team_id())
+            .bind(&identity.queue)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            audit(&mut tx, &id, identity, actor, "delete", Some(before), None, now).await?;
+            tracing::info!(queue = %identity, "admission policy cleared");
+            Ok(())
+        }
+        .await;
+        finish(tx, outcome).await
+    }
+
+    pub(crate) async fn policy_audit_tx(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        type Row = (Option<String>, Option<String>, DateTime<Utc>, String, Option<Value>, Option<Value>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT actor_human_id, actor_endpoint_id, at, action, before, after FROM admission_audit \
+             WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) ORDER BY at DESC, id DESC LIMIT $4",
+        )
+        .bind(identity.endpoint_id())
+        .bind(identity.team_id())
+        .bind(&identity.queue)
+        .bind(limit.clamp(1, 1000))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(actor_human_id, actor_endpoint_id, at, action, before, after)| AuditRecord {
+                actor_human_id,
+                actor_endpoint_id,
+                at,
+                action,
+                before,
+                after,
+            })
+            .collect())
+    }
+
+    /// Drops usage rows older than the retention; recent windows stay readable.
+    pub(crate) async fn prune_usage_tx(&self) -> Result<u64> {
+        let cutoff = self.clock.now() - Duration::days(USAGE_RETENTION_DAYS);
+        let pruned = sqlx::query("DELETE FROM admission_windows WHERE window_start < $1")
+            .bind(cutoff)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?
+            .rows_affected();
+        Ok(pruned)
+    }
+}
+
+/// The current policy as JSON, locked for the change; None when there is none.
+async fn locked_policy_json(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    identity: &QueueIdentity,
+) -> Result<Option<Value>> {
+    type Row = (Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT max_in_flight, max_claims_per_window, window_period, window_tz, window_start, window_weekday \
+         FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE",
+    )
+    .bind(identity.endpoint_id())
+    .bind(identity.team_id())
+    .bind(&identity.queue)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    Ok(row.map(|(in_flight, claims, period, tz, start, weekday)| {
+        serde_json::json!({
+            "max_in_flight": in_flight,
+            "max_claims_per_window": claims,
+            "window": period.map(|period| serde_json::json!({"period": period, "tz": tz, "start": start, "weekday": weekday})),
+        })
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn audit(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    policy_id: &str,
+    identity: &QueueIdentity,
+    actor: &PolicyActor,
+    action: &str,
+    before: Option<Value>,
+    after: Option<Value>,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO admission_audit (policy_id, endpoint_id, team_id, queue, actor_human_id, actor_endpoint_id, action, before, after, at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(policy_id)
+    .bind(identity.endpoint_id())
+    .bind(identity.team_id())
+    .bind(&identity.queue)
+    .bind(&actor.human_id)
+    .bind(&actor.endpoint_id)
+    .bind(action)
+    .bind(before)
+    .bind(after)
+    .bind(at)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
