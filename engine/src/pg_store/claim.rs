@@ -521,6 +521,9 @@ async fn claim_locked(
     .map_err(db_error)?;
     let used: Option<i32> = row.try_get("window_used").map_err(db_error)?;
     let todo = TodoRow::from_row(&row).map_err(db_error)?.into_todo()?;
-    debug_assert!(todo.attempt <= todo.max_attempts, "a claim never exceeds max_attempts");
+    // Not `attempt <= max_attempts`: a todo released on its last attempt is pending again and
+    // claimable (base-system §2: release keeps the attempt), so its next claim goes past it, and
+    // a later fail dead-letters it at once.
+    debug_assert!(todo.state == models::todo::TodoState::Claimed && todo.attempt >= 1);
     Ok((todo, used.map(i64::from)))
 }
