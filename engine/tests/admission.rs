@@ -48,9 +48,10 @@ async fn req1_no_policy_no_change_takes_no_admission_lock_and_writes_no_row() {
     world.clock.advance(Duration::seconds(1));
     let todo = world.push(&queue_of(&agent, "plain"), "named, the youngest").await;
 
-    // Another transaction holds every policy row in a mode that conflicts with FOR UPDATE.
+    // Another transaction holds the lock on every policy row (and on every usage row).
     let mut blocker = world.store.pool().begin().await.expect("begin");
-    sqlx::query("LOCK TABLE admission_policies IN EXCLUSIVE MODE").execute(&mut *blocker).await.expect("lock");
+    sqlx::query("SELECT id FROM admission_policies FOR UPDATE").execute(&mut *blocker).await.expect("lock policies");
+    sqlx::query("SELECT used FROM admission_windows FOR UPDATE").execute(&mut *blocker).await.expect("lock usage");
     let plain = vec![queue_of(&agent, "plain")];
     let patience = std::time::Duration::from_secs(5);
     let next = tokio::time::timeout(patience, world.store.claim_next(&agent, &plain, 60)).await;
@@ -144,6 +145,8 @@ async fn req2_a_pool_of_sessions_shares_one_budget() {
             mine
         })
     });
+    // Spawn them all before awaiting any: a lazy iterator would run them one after another.
+    let sessions: Vec<_> = sessions.collect();
     let mut total = 0;
     for session in sessions {
         total += session.await.expect("join");
@@ -274,6 +277,8 @@ async fn req4_concurrent_claimers_through_two_engines_cannot_exceed_the_limit() 
         let agent = agent.clone();
         tokio::spawn(async move { store.claim_next(&agent, &granted(&agent), 300).await })
     });
+    // Spawn them all before awaiting any: a lazy iterator would run them one after another.
+    let claimers: Vec<_> = claimers.collect();
     let (mut committed, mut told_to_wait) = (0, 0);
     for claimer in claimers {
         match claimer.await.expect("join").expect("claim_next") {

@@ -309,6 +309,8 @@ async fn fifty_concurrent_claimers_through_two_engines_claim_each_todo_once() {
         let (agent, queues) = (agent.clone(), queues.clone());
         tokio::spawn(async move { store.claim_next(&agent, &queues, 300).await })
     });
+    // Spawn them all before awaiting any: a lazy iterator would run them one after another.
+    let claimers: Vec<_> = claimers.collect();
     let mut ids = Vec::new();
     for claimer in claimers {
         ids.push(claimed(claimer.await.expect("join").expect("claim_next")).id);

@@ -36,10 +36,27 @@ type PolicyRow = (
     DateTime<Utc>,
 );
 
+/// How many pending todos a status read counts: all of them (what REQ-7 reports), or only
+/// whether there is one (what `claim_next`'s pre-skip needs; cheap on a deep queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pending {
+    Count,
+    AnyAtAll,
+}
+
+impl Pending {
+    fn limit(self) -> i64 {
+        match self {
+            Pending::Count => i64::MAX,
+            Pending::AnyAtAll => 1,
+        }
+    }
+}
+
 const POLICY_COLUMNS: &str = "p.id, p.endpoint_id, p.team_id, p.queue, p.max_in_flight, p.max_claims_per_window, \
      p.window_period, p.window_tz, p.window_start, p.window_weekday, p.created_at, p.updated_at, \
-     (SELECT count(*) FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
-        AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id)) AS pending, \
+     (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
+        AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id) LIMIT $pending_limit) counted) AS pending, \
      f.n AS in_flight, f.earliest, clock.now";
 
 const IN_FLIGHT_JOIN: &str = "CROSS JOIN LATERAL (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
@@ -51,15 +68,20 @@ fn stored(row: &PolicyRow) -> std::result::Result<Policy, String> {
 
 impl PgStore {
     /// Status of every identity in `identities` that has a policy (unlocked reads).
-    pub(crate) async fn queue_admissions_tx(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+    pub(crate) async fn queue_admissions_tx(
+        &self,
+        identities: &[QueueIdentity],
+        pending: Pending,
+    ) -> Result<Vec<QueueAdmission>> {
         if identities.is_empty() {
             return Ok(vec![]);
         }
         let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(identities);
         let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
             "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
-             SELECT {POLICY_COLUMNS} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
+             SELECT {} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
              WHERE {} ORDER BY p.endpoint_id, p.team_id, p.queue",
+            POLICY_COLUMNS.replace("$pending_limit", "$6"),
             identity_filter_on("p", 2)
         ))
         .bind(self.now_param())
@@ -67,6 +89,7 @@ impl PgStore {
         .bind(&endpoint_queues)
         .bind(&team_ids)
         .bind(&team_queues)
+        .bind(pending.limit())
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
@@ -76,12 +99,14 @@ impl PgStore {
     pub(crate) async fn reach_admissions_tx(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
         let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
             "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
-             SELECT {POLICY_COLUMNS} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
-             WHERE p.endpoint_id = ANY($2) OR p.team_id = ANY($3) ORDER BY p.endpoint_id, p.team_id, p.queue"
+             SELECT {} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
+             WHERE p.endpoint_id = ANY($2) OR p.team_id = ANY($3) ORDER BY p.endpoint_id, p.team_id, p.queue",
+            POLICY_COLUMNS.replace("$pending_limit", "$4")
         ))
         .bind(self.now_param())
         .bind(&reach.endpoint_ids)
         .bind(&reach.team_ids)
+        .bind(Pending::Count.limit())
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
@@ -148,8 +173,11 @@ impl PgStore {
     }
 
     pub(crate) async fn policy_detail_tx(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
-        let admission =
-            self.queue_admissions_tx(std::slice::from_ref(identity)).await?.pop().ok_or_else(Error::not_found)?;
+        let admission = self
+            .queue_admissions_tx(std::slice::from_ref(identity), Pending::Count)
+            .await?
+            .pop()
+            .ok_or_else(Error::not_found)?;
         let windows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(
             "SELECT window_start, used FROM admission_windows WHERE policy_id = $1 ORDER BY window_start DESC LIMIT $2",
         )
@@ -213,7 +241,7 @@ impl PgStore {
         .await;
         finish(tx, outcome).await?;
         // Read back after commit, through the pool, as any later reader will see it.
-        self.queue_admissions_tx(std::slice::from_ref(identity))
+        self.queue_admissions_tx(std::slice::from_ref(identity), Pending::Count)
             .await?
             .pop()
             .ok_or_else(|| Error::internal("saved policy vanished"))

@@ -15,7 +15,11 @@
 //! the todo is always locked first. Dropping a transaction on any early return (an error, a
 //! cancelled request) rolls it back, so nothing is charged that did not commit (REQ-13).
 
-use super::{CLAIMABLE, PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays, identity_filter};
+use super::admission::Pending;
+use super::{
+    CLAIM_ORDER_ROWS, CLAIMABLE, PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays, identity_filter,
+    owner_groups, owner_groups_filter,
+};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Decision, Headroom, Observation, Policy, Reason};
 use models::error::{Error, Result};
@@ -67,18 +71,11 @@ impl PgStore {
             FastPath::Budgeted => {}
         }
 
-        // The oldest candidate has a policy. Skip queues an unlocked read shows deferred (an
-        // optimisation only: every claim is re-checked under the lock), then claim queue by queue.
+        // The oldest candidate has a policy: claim under the lock, queue by queue. After the
+        // first refusal, skip the queues an unlocked read shows deferred (an optimisation only:
+        // every claim is re-checked under the lock).
         let mut excluded: Vec<QueueIdentity> = Vec::new();
-        for queue in self.queue_admissions_tx(queues).await? {
-            if let Some(reason) = queue.status.hint.reason {
-                // A skipped queue with pending work is a claim refused, and counted as one.
-                if queue.pending > 0 {
-                    self.counters.refused(&queue.identity.queue, reason);
-                }
-                excluded.push(queue.identity);
-            }
-        }
+        let mut pre_read = false;
         for round in 0..2 {
             for _ in 0..=queues.len() {
                 let mut tx = self.begin().await?;
@@ -97,13 +94,18 @@ impl PgStore {
                         tx.rollback().await.map_err(db_error)?;
                         self.counters.refused(&candidate.identity.queue, reason);
                         excluded.push(candidate.identity);
+                        if !pre_read && queues.len() > excluded.len() {
+                            pre_read = true;
+                            self.exclude_deferred(queues, &mut excluded).await?;
+                        }
                     }
                 }
             }
             // Nothing claimable outside the excluded queues. Report those that hold pending work;
             // one that has reopened since (a window turned) gets one more round, so the answer
             // is never empty while an admitted queue has claimable work.
-            let statuses = if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(&excluded).await? };
+            let statuses =
+                if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(&excluded, Pending::Count).await? };
             let reopened: Vec<&QueueIdentity> = statuses
                 .iter()
                 .filter(|q| !q.status.hint.is_deferred() && q.pending > 0)
@@ -130,6 +132,22 @@ impl PgStore {
             return Ok(ClaimNext::Empty { deferred });
         }
         Ok(ClaimNext::Empty { deferred: vec![] })
+    }
+
+    /// Adds to `excluded` every queue an unlocked read shows deferred; one with pending work
+    /// counts as a refused claim.
+    async fn exclude_deferred(&self, queues: &[QueueIdentity], excluded: &mut Vec<QueueIdentity>) -> Result<()> {
+        for queue in self.queue_admissions_tx(queues, Pending::AnyAtAll).await? {
+            if let Some(reason) = queue.status.hint.reason
+                && !excluded.contains(&queue.identity)
+            {
+                if queue.pending > 0 {
+                    self.counters.refused(&queue.identity.queue, reason);
+                }
+                excluded.push(queue.identity);
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn claim_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
@@ -226,6 +244,9 @@ impl PgStore {
 
     /// Step 4: the clock (read after the policy lock), the in-flight count without the candidate,
     /// the earliest lease among them, and the usage of the window containing that clock reading.
+    /// This must be its own statement, after the lock statement: under READ COMMITTED a
+    /// statement's snapshot is taken when it starts, before any lock wait, so counts read in the
+    /// locking statement would miss the claim committed by the transaction we waited for.
     async fn observe(
         &self,
         tx: &mut Transaction<'static, Postgres>,
@@ -284,28 +305,26 @@ impl PgStore {
         queues: &[QueueIdentity],
         excluded: &[QueueIdentity],
     ) -> Result<Option<Candidate>> {
-        let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(queues);
+        let groups = owner_groups(queues);
         let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
-        let row: Option<(String, Option<String>, Option<String>, String)> = sqlx::query_as(composed_sql!(
+        let mut query = sqlx::query_as(composed_sql!(
             "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
              SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
-             WHERE {} AND NOT {} AND {CLAIMABLE} \
+             WHERE {} AND NOT {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
              ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1",
-            identity_filter(2),
-            identity_filter(6)
+            owner_groups_filter(&groups, 6),
+            identity_filter(2)
         ))
         .bind(self.now_param())
-        .bind(&endpoint_ids)
-        .bind(&endpoint_queues)
-        .bind(&team_ids)
-        .bind(&team_queues)
         .bind(&x_endpoint_ids)
         .bind(&x_endpoint_queues)
         .bind(&x_team_ids)
-        .bind(&x_team_queues)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_error)?;
+        .bind(&x_team_queues);
+        for (_, owner, names) in &groups {
+            query = query.bind(owner.clone()).bind(names.clone());
+        }
+        let row: Option<(String, Option<String>, Option<String>, String)> =
+            query.fetch_optional(&mut **tx).await.map_err(db_error)?;
         Ok(row.map(|(id, endpoint_id, team_id, queue)| Candidate {
             id,
             identity: identity_of(endpoint_id, team_id, queue),
@@ -322,18 +341,19 @@ impl PgStore {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> Result<FastPath> {
-        let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(queues);
-        let row: Option<PgRow> = sqlx::query(composed_sql!(
+        let groups = owner_groups(queues);
+        let mut query = sqlx::query(composed_sql!(
             "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
              cand AS ( \
-               SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock WHERE {} AND {CLAIMABLE} \
+               SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
+               WHERE {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
                ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1), \
              pol AS ( \
                SELECT p.id FROM admission_policies p, cand \
-               WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id)), \
+               WHERE $5 AND p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id)), \
              claimed AS ( \
-               UPDATE todos t SET state = 'claimed', owner = $6, claimed_by_endpoint_id = $7, \
-                 lease_expires_at = clock.now + make_interval(secs => $8::double precision), attempt = t.attempt + 1, \
+               UPDATE todos t SET state = 'claimed', owner = $2, claimed_by_endpoint_id = $3, \
+                 lease_expires_at = clock.now + make_interval(secs => $4::double precision), attempt = t.attempt + 1, \
                  claimed_at = clock.now, next_retry_at = NULL, completed_at = NULL, updated_at = clock.now \
                FROM cand, clock WHERE t.id = cand.id AND NOT EXISTS (SELECT 1 FROM pol) RETURNING t.*), \
              closed AS ( \
@@ -342,21 +362,19 @@ impl PgStore {
              opened AS ( \
                INSERT INTO todo_attempts (todo_id, seq, claimant, endpoint_id, started_at) \
                SELECT claimed.id, (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = claimed.id), \
-                 $6, $7, clock.now FROM claimed, clock) \
+                 $2, $3, clock.now FROM claimed, clock) \
              SELECT cand.id AS candidate_id, {TODO_COLUMNS} FROM cand LEFT JOIN claimed t ON t.id = cand.id",
-            identity_filter(2)
+            owner_groups_filter(&groups, 6)
         ))
         .bind(self.now_param())
-        .bind(&endpoint_ids)
-        .bind(&endpoint_queues)
-        .bind(&team_ids)
-        .bind(&team_queues)
         .bind(actor.label())
         .bind(actor.endpoint_id())
         .bind(lease_seconds as f64)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_error)?;
+        .bind(self.admission_lookup);
+        for (_, owner, names) in &groups {
+            query = query.bind(owner.clone()).bind(names.clone());
+        }
+        let row: Option<PgRow> = query.fetch_optional(&self.pool).await.map_err(db_error)?;
         let Some(row) = row else {
             return Ok(FastPath::Empty);
         };
@@ -430,29 +448,20 @@ pub(crate) fn identity_of(endpoint_id: Option<String>, team_id: Option<String>, 
     }
 }
 
-/// Steps 2–3: look the policy up by index without locking (no row → no admission lock, no
-/// wait); if there is one, lock it `FOR UPDATE` (blocking) and read it under the lock.
+/// Steps 2–3: the identity's policy, looked up by index and locked `FOR UPDATE` (blocking) in one
+/// statement. No policy → no row is locked or waited on.
 async fn lock_policy(
     tx: &mut Transaction<'static, Postgres>,
     identity: &QueueIdentity,
 ) -> Result<Option<LockedPolicy>, sqlx::Error> {
-    let found: Option<String> =
-        sqlx::query_scalar("SELECT id FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2)")
-            .bind(identity.endpoint_id())
-            .bind(identity.team_id())
-            .bind(&identity.queue)
-            .fetch_optional(&mut **tx)
-            .await?;
-    let Some(policy_id) = found else {
-        return Ok(None);
-    };
     type Row = (String, Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
-    // Deleted since the lookup: the claim proceeds as for a queue without a policy.
     let row: Option<Row> = sqlx::query_as(
         "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, window_start, window_weekday \
-         FROM admission_policies WHERE id = $1 FOR UPDATE",
+         FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE",
     )
-    .bind(&policy_id)
+    .bind(identity.endpoint_id())
+    .bind(identity.team_id())
+    .bind(&identity.queue)
     .fetch_optional(&mut **tx)
     .await?;
     Ok(row.map(|(id, max_in_flight, max_claims, period, tz, start, weekday)| LockedPolicy {

@@ -54,6 +54,9 @@ pub struct PgStore {
     counters: Arc<AdmissionCounters>,
     /// The lease reaper's tick, for the in-flight hint of REQ-6.
     reaper_interval: Duration,
+    /// Always true in production. Only the benchmark turns it off, to measure the base claim
+    /// path without the policy lookup against the same path with it.
+    admission_lookup: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -87,12 +90,26 @@ impl PgStore {
     }
 
     pub fn from_pool(pool: PgPool, clock: Arc<dyn Clock>) -> PgStore {
-        PgStore { pool, clock, counters: Arc::default(), reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT }
+        PgStore {
+            pool,
+            clock,
+            counters: Arc::default(),
+            reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT,
+            admission_lookup: true,
+        }
     }
 
     /// The reaper tick the in-flight hint adds to the earliest lease expiry.
     pub fn with_reaper_interval(mut self, interval: Duration) -> PgStore {
         self.reaper_interval = interval;
+        self
+    }
+
+    /// For `ci/bench-admission` only: `claim_next` skips the policy lookup, so every queue is
+    /// treated as unbudgeted. Never use this in a server: it disables admission control.
+    #[doc(hidden)]
+    pub fn benchmark_without_admission_lookup(mut self) -> PgStore {
+        self.admission_lookup = false;
         self
     }
 
@@ -228,6 +245,45 @@ impl TodoRow {
             created_by_id: self.created_by_id,
         })
     }
+}
+
+/// The claimable predicate restated in the claim-order indexes' own terms, so the planner can
+/// match the index predicate (what `CLAIMABLE` implies, spelled the index's way).
+pub(crate) const CLAIM_ORDER_ROWS: &str =
+    "(t.state IN ('pending', 'claimed') OR (t.state = 'failed' AND t.next_retry_at IS NOT NULL))";
+
+/// Identities grouped by owner: (owner is a team, owner id, queue names). Most callers drain
+/// one endpoint's queues, which makes a single group.
+pub(crate) fn owner_groups(identities: &[QueueIdentity]) -> Vec<(bool, String, Vec<String>)> {
+    let mut groups: Vec<(bool, String, Vec<String>)> = Vec::new();
+    for identity in identities {
+        let (team, owner) = match &identity.owner {
+            models::identity::Owner::Endpoint(id) => (false, id),
+            models::identity::Owner::Team(id) => (true, id),
+        };
+        match groups.iter_mut().find(|g| g.0 == team && &g.1 == owner) {
+            Some(group) => group.2.push(identity.queue.clone()),
+            None => groups.push((team, owner.clone(), vec![identity.queue.clone()])),
+        }
+    }
+    groups
+}
+
+/// `(t.endpoint_id = $k AND t.queue = ANY($k+1)) OR …`, two placeholders per group from `first`:
+/// the shape the claim-order indexes serve in `created_at` order.
+pub(crate) fn owner_groups_filter(groups: &[(bool, String, Vec<String>)], first: usize) -> String {
+    if groups.is_empty() {
+        return "false".to_string();
+    }
+    let clauses: Vec<String> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, (team, _, _))| {
+            let column = if *team { "t.team_id" } else { "t.endpoint_id" };
+            format!("({column} = ${} AND t.queue = ANY(${}::text[]))", first + 2 * i, first + 2 * i + 1)
+        })
+        .collect();
+    format!("({})", clauses.join(" OR "))
 }
 
 /// Splits identities into the parallel arrays SQL takes: endpoint (ids, queues), team (ids, queues).

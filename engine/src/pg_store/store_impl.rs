@@ -79,7 +79,7 @@ impl Store for PgStore {
     }
 
     async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
-        self.queue_admissions_tx(identities).await
+        self.queue_admissions_tx(identities, super::admission::Pending::Count).await
     }
 
     async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {

@@ -1,0 +1,217 @@
+//! `ci/bench-admission`: what admission costs on the claim path (SPEC-0030 issue targets).
+//!
+//! On a throwaway PostgreSQL (fsync off, so absolute numbers flatter a durable server; the
+//! ratios are the point), for 1, 16 and 64 concurrent claimers, each looping claim_next then
+//! complete for a fixed time, it prints claims/s and p50/p99 claim latency for:
+//!   base — a queue without a policy, with the policy lookup switched off (the base claim path);
+//!   (a)  — a queue without a policy (the production path: one indexed lookup finds nothing);
+//!   (b)  — a budgeted queue whose limits never bind;
+//!   (c)  — claim_next over 200 granted queues, 199 of them exhausted (with older pending work);
+//! and the ratios (a)/base, (b)/(a) and the latency ratio (c)/(a).
+//! Usage: cargo run --release -p engine --example bench_admission [-- SECONDS_PER_RUN]
+
+use engine::pg_store::{hash_token, new_token};
+use engine::testing::fresh_database;
+use engine::{PgStore, PoolSettings};
+use models::admission::Policy;
+use models::identity::QueueIdentity;
+use models::scope::Actor;
+use models::store::{AgentLookup, ClaimNext, NewEndpoint, PolicyActor, Store, SystemClock};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const CONCURRENCY: [usize; 3] = [1, 16, 64];
+const EXHAUSTED_QUEUES: usize = 199;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    Base,
+    NoPolicy,
+    Budgeted,
+    ManyExhausted,
+}
+
+impl Path {
+    fn label(self) -> &'static str {
+        match self {
+            Path::Base => "base (no lookup)",
+            Path::NoPolicy => "(a) no policy",
+            Path::Budgeted => "(b) budgeted, never binds",
+            Path::ManyExhausted => "(c) 200 queues, 199 exhausted",
+        }
+    }
+}
+
+struct Measured {
+    claims_per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    /// The complete that follows each claim, for context: claims/s counts the whole loop.
+    complete_p50_ms: f64,
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+    println!("bench-admission: {seconds} s per run, claimers {CONCURRENCY:?}, throwaway PostgreSQL (fsync off)");
+    let paths = [Path::Base, Path::NoPolicy, Path::Budgeted, Path::ManyExhausted];
+    let mut results: Vec<(Path, usize, Measured)> = Vec::new();
+    for path in paths {
+        for claimers in CONCURRENCY {
+            let measured = run(path, claimers, Duration::from_secs(seconds)).await;
+            println!(
+                "{:<32} claimers={claimers:<3} {:>8.0} claims/s   p50 {:>6.2} ms   p99 {:>7.2} ms   (complete p50 {:.2} ms)",
+                path.label(),
+                measured.claims_per_second,
+                measured.p50_ms,
+                measured.p99_ms,
+                measured.complete_p50_ms
+            );
+            results.push((path, claimers, measured));
+        }
+    }
+    let find = |path: Path, claimers: usize| results.iter().find(|r| r.0 == path && r.1 == claimers).map(|r| &r.2);
+    println!();
+    for claimers in CONCURRENCY {
+        let (Some(base), Some(a), Some(b), Some(c)) = (
+            find(Path::Base, claimers),
+            find(Path::NoPolicy, claimers),
+            find(Path::Budgeted, claimers),
+            find(Path::ManyExhausted, claimers),
+        ) else {
+            continue;
+        };
+        println!(
+            "claimers={claimers:<3} (a)/base throughput {:.3}   (b)/(a) throughput {:.3}   (c)/(a) p50 latency {:.2}   p99 {:.2}",
+            a.claims_per_second / base.claims_per_second,
+            b.claims_per_second / a.claims_per_second,
+            c.p50_ms / a.p50_ms,
+            c.p99_ms / a.p99_ms,
+        );
+    }
+    println!("targets: (a)/base >= 0.95; (b)/(a) >= 0.8 at 16 claimers; (c)/(a) latency <= 2");
+}
+
+async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
+    let db = fresh_database().await;
+    let settings = PoolSettings { connections_max: (claimers as u32) + 8, acquire_timeout: Duration::from_secs(30) };
+    let mut store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
+    if path == Path::Base {
+        store = store.benchmark_without_admission_lookup();
+    }
+    let (_, token) = store.bootstrap_human("bench", false).await.expect("human");
+    let human = store.human_by_token(&hash_token(&token)).await.expect("lookup").expect("human");
+    let queues: Vec<String> = match path {
+        Path::ManyExhausted => (0..=EXHAUSTED_QUEUES).map(|i| format!("q{i:03}")).collect(),
+        _ => vec!["work".to_string()],
+    };
+    let key = new_token("sbk_");
+    let endpoint = store
+        .vend_endpoint(NewEndpoint {
+            name: "bench".into(),
+            owner_human_id: Some(human.human.id.clone()),
+            owner_team_id: None,
+            own_queues: queues.clone(),
+            team_queues: vec![],
+            verbs: vec!["claim_next".into(), "complete".into()],
+            token_hash: hash_token(&key),
+        })
+        .await
+        .expect("vend");
+    let AgentLookup::Found(scope) = store.agent_by_token(&endpoint.slug, &hash_token(&key)).await.expect("agent")
+    else {
+        panic!("agent lookup");
+    };
+    let granted = scope.granted.clone();
+    let actor = Actor::Agent(scope);
+    let admitted_queue = queues.last().cloned().expect("a queue");
+    let never_binds = json!({"max_in_flight": 10000, "max_claims_per_window": 1_000_000,
+        "window": {"period": "hour", "tz": "UTC", "start": "00:00"}});
+    let nobody = PolicyActor { human_id: None, endpoint_id: None };
+    if matches!(path, Path::Budgeted | Path::ManyExhausted) {
+        let policy = Policy::from_request(&never_binds).expect("policy");
+        store
+            .set_policy(&QueueIdentity::endpoint(&endpoint.id, &admitted_queue), &policy, &nobody)
+            .await
+            .expect("policy");
+    }
+    if path == Path::ManyExhausted {
+        // 199 queues with a spent budget and older pending work than the admitted queue's.
+        let spent = Policy::from_request(
+            &json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
+        )
+        .expect("policy");
+        for queue in &queues[..EXHAUSTED_QUEUES] {
+            store.set_policy(&QueueIdentity::endpoint(&endpoint.id, queue), &spent, &nobody).await.expect("policy");
+        }
+        sqlx::query(
+            "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \
+             SELECT id, date_trunc('day', now()), 1, now() FROM admission_policies WHERE max_claims_per_window = 1",
+        )
+        .execute(store.pool())
+        .await
+        .expect("spend budgets");
+        insert_todos(&store, &endpoint.id, &queues[..EXHAUSTED_QUEUES], 5, "-1 hour").await;
+    }
+    // Enough pending work in the admitted queue for the whole run.
+    insert_todos(&store, &endpoint.id, std::slice::from_ref(&admitted_queue), 60_000, "0 seconds").await;
+    sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
+
+    let deadline = Instant::now() + duration;
+    let workers = (0..claimers).map(|_| {
+        let (store, actor, granted) = (store.clone(), actor.clone(), granted.clone());
+        tokio::spawn(async move {
+            let (mut latencies, mut completes) = (Vec::new(), Vec::new());
+            while Instant::now() < deadline {
+                let started = Instant::now();
+                let outcome = store.claim_next(&actor, &granted, 300).await.expect("claim_next");
+                let ClaimNext::Claimed(claimed) = outcome else { panic!("the admitted queue ran dry") };
+                latencies.push(started.elapsed());
+                let completing = Instant::now();
+                store.complete(&actor, &claimed.todo.id, None).await.expect("complete");
+                completes.push(completing.elapsed());
+            }
+            (latencies, completes)
+        })
+    });
+    // Spawn them all before awaiting any: a lazy iterator would run them one after another.
+    let workers: Vec<_> = workers.collect();
+    let (mut latencies, mut completes): (Vec<Duration>, Vec<Duration>) = (Vec::new(), Vec::new());
+    for worker in workers {
+        let (claims, completed) = worker.await.expect("join");
+        if std::env::var("BENCH_DEBUG").is_ok() {
+            eprintln!("worker: {} claims, busy {:?}", claims.len(), claims.iter().chain(&completed).sum::<Duration>());
+        }
+        latencies.extend(claims);
+        completes.extend(completed);
+    }
+    completes.sort();
+    let complete_p50_ms = completes.get(completes.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    store.pool().close().await;
+    latencies.sort();
+    let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
+    Measured {
+        claims_per_second: latencies.len() as f64 / duration.as_secs_f64(),
+        p50_ms: quantile(0.50),
+        p99_ms: quantile(0.99),
+        complete_p50_ms,
+    }
+}
+
+/// Bulk setup in SQL: `per_queue` pending todos in each queue, created `age` ago.
+async fn insert_todos(store: &PgStore, endpoint_id: &str, queues: &[String], per_queue: i64, age: &str) {
+    sqlx::query(
+        "INSERT INTO todos (id, endpoint_id, queue, title, created_by_kind, created_at, updated_at) \
+         SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, q, 'bench', 'system', \
+                now() - $3::interval + make_interval(secs => n / 1000.0), now() \
+         FROM unnest($2::text[]) AS q, generate_series(1, $4) AS n",
+    )
+    .bind(endpoint_id)
+    .bind(queues)
+    .bind(age)
+    .bind(per_queue)
+    .execute(store.pool())
+    .await
+    .expect("insert todos");
+}
