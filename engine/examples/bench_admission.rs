@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
 const EXHAUSTED_QUEUES: usize = 199;
+const REPEATS: usize = 3;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -55,20 +56,30 @@ struct Measured {
 async fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
     println!("bench-admission: {seconds} s per run, claimers {CONCURRENCY:?}, throwaway PostgreSQL (fsync off)");
-    let paths = [Path::Base, Path::NoPolicy, Path::Budgeted, Path::ManyExhausted];
     let mut results: Vec<(Path, usize, Measured)> = Vec::new();
-    for path in paths {
-        for claimers in CONCURRENCY {
-            let measured = run(path, claimers, Duration::from_secs(seconds)).await;
-            println!(
-                "{:<32} claimers={claimers:<3} {:>8.0} claims/s   p50 {:>6.2} ms   p99 {:>7.2} ms   (complete p50 {:.2} ms)",
-                path.label(),
-                measured.claims_per_second,
-                measured.p50_ms,
-                measured.p99_ms,
-                measured.complete_p50_ms
-            );
-            results.push((path, claimers, measured));
+    let mut report = |path: Path, claimers: usize, measured: Measured| {
+        println!(
+            "{:<32} claimers={claimers:<3} {:>8.0} claims/s   p50 {:>6.2} ms   p99 {:>7.2} ms   (complete p50 {:.2} ms)",
+            path.label(),
+            measured.claims_per_second,
+            measured.p50_ms,
+            measured.p99_ms,
+            measured.complete_p50_ms
+        );
+        results.push((path, claimers, measured));
+    };
+    for claimers in CONCURRENCY {
+        // Base and (a) differ by one index lookup, less than this machine's run-to-run drift, so
+        // they alternate REPEATS times and each reports its median run by throughput.
+        let (mut base, mut no_policy) = (Vec::new(), Vec::new());
+        for _ in 0..REPEATS {
+            base.push(run(Path::Base, claimers, Duration::from_secs(seconds)).await);
+            no_policy.push(run(Path::NoPolicy, claimers, Duration::from_secs(seconds)).await);
+        }
+        report(Path::Base, claimers, median(base));
+        report(Path::NoPolicy, claimers, median(no_policy));
+        for path in [Path::Budgeted, Path::ManyExhausted] {
+            report(path, claimers, run(path, claimers, Duration::from_secs(seconds)).await);
         }
     }
     let find = |path: Path, claimers: usize| results.iter().find(|r| r.0 == path && r.1 == claimers).map(|r| &r.2);
@@ -91,6 +102,11 @@ async fn main() {
         );
     }
     println!("targets: (a)/base >= 0.95; (b)/(a) >= 0.8 at 16 claimers; (c)/(a) latency <= 2");
+}
+
+fn median(mut runs: Vec<Measured>) -> Measured {
+    runs.sort_by(|a, b| a.claims_per_second.total_cmp(&b.claims_per_second));
+    runs.swap_remove(runs.len() / 2)
 }
 
 async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
@@ -116,6 +132,7 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
             team_queues: vec![],
             verbs: vec!["claim_next".into(), "complete".into()],
             token_hash: hash_token(&key),
+            created_by_human_id: None,
         })
         .await
         .expect("vend");
@@ -124,7 +141,7 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
         panic!("agent lookup");
     };
     let granted = scope.granted.clone();
-    let actor = Actor::Agent(scope);
+    let actor = Actor::Agent(*scope);
     let admitted_queue = queues.last().cloned().expect("a queue");
     let never_binds = json!({"max_in_flight": 10000, "max_claims_per_window": 1_000_000,
         "window": {"period": "hour", "tz": "UTC", "start": "00:00"}});
@@ -180,15 +197,13 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     let (mut latencies, mut completes): (Vec<Duration>, Vec<Duration>) = (Vec::new(), Vec::new());
     for worker in workers {
         let (claims, completed) = worker.await.expect("join");
-        if std::env::var("BENCH_DEBUG").is_ok() {
-            eprintln!("worker: {} claims, busy {:?}", claims.len(), claims.iter().chain(&completed).sum::<Duration>());
-        }
         latencies.extend(claims);
         completes.extend(completed);
     }
     completes.sort();
     let complete_p50_ms = completes.get(completes.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
     store.pool().close().await;
+    engine::testing::drop_database(&db).await;
     latencies.sort();
     let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
     Measured {

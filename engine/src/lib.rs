@@ -5,7 +5,6 @@
 //! default and by the test harness. Decisions and arithmetic come from `models`.
 //! Must never know about HTTP, MCP or HTML.
 
-pub mod counters;
 pub mod pg_cluster;
 pub mod pg_store;
 pub mod sweeps;

@@ -66,3 +66,18 @@ pub async fn empty_database() -> TestDatabase {
     let url = cluster.tcp_url(&name).unwrap_or_else(|| unreachable!("test clusters listen on TCP"));
     TestDatabase { name, url }
 }
+
+/// Drops a test database (benchmarks drop theirs so one run's leftovers, and autovacuum on
+/// them, do not slow the next).
+pub async fn drop_database(database: &TestDatabase) {
+    let cluster = tokio::task::spawn_blocking(cluster).await.unwrap_or_else(|e| panic!("cluster start: {e}"));
+    let admin_url = cluster.tcp_url("postgres").unwrap_or_else(|| unreachable!("test clusters listen on TCP"));
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test cluster: {e}"));
+    // The name was built by `empty_database`: digits and underscores only.
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", database.name)))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("drop database {}: {e}", database.name));
+}

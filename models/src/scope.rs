@@ -91,6 +91,11 @@ pub struct AgentScope {
     pub reach: Reach,
     pub granted: Vec<QueueIdentity>,
     pub verbs: Vec<String>,
+    /// What this endpoint could manage if granted the policy verbs (REQ-10): itself, and the
+    /// teams its owner configures (a team-owned endpoint: its team).
+    pub manages: Reach,
+    /// The human an agent acts for: who vended the endpoint. Audit records name them.
+    pub acting_for_human_id: Option<String>,
 }
 
 /// A human acting through the operator API: everything their own endpoints and teams hold.
@@ -100,6 +105,9 @@ pub struct HumanScope {
     pub reach: Reach,
     /// Team memberships with role, for decisions that need a configuring role.
     pub teams: Vec<(String, TeamRole)>,
+    /// What the human may manage (admission policies, cancellation): endpoints they own or that
+    /// a team they configure owns, and the teams they configure (owner or admin role).
+    pub manages: Reach,
 }
 
 /// Whoever acts on a todo. The label is what `owner` records on a claim.
@@ -148,6 +156,15 @@ impl Actor {
 }
 
 impl AgentScope {
+    /// REQ-10: the identity named by `queue` if this endpoint may manage its policy: a granted
+    /// queue that is its own, or a granted team queue of a team it configures. Anything else is
+    /// `not_found`, indistinguishable from a queue that does not exist.
+    pub fn managed_queue(&self, queue: &str) -> Result<QueueIdentity> {
+        let mut matching = self.granted.iter().filter(|q| q.queue == queue && self.manages.contains(q));
+        let own = matching.clone().find(|q| q.endpoint_id().is_some());
+        own.or_else(|| matching.next()).cloned().ok_or_else(Error::not_found)
+    }
+
     /// The granted identities a `claim_next`/`list_todos` call covers: all of them, or those
     /// named `queue` (an endpoint queue or `team:<slug-or-id>/<queue>` reference already resolved
     /// by name). A name outside the grant is `forbidden` (base-system §3).
@@ -176,6 +193,8 @@ mod tests {
             reach: Reach { endpoint_ids: vec!["ep_a".into()], team_ids: vec!["tm_1".into()] },
             granted: vec![QueueIdentity::endpoint("ep_a", "inbox"), QueueIdentity::team("tm_1", "triage")],
             verbs: vec![],
+            manages: Reach { endpoint_ids: vec!["ep_a".into()], team_ids: vec![] },
+            acting_for_human_id: Some("hu_a".into()),
         })
     }
 
@@ -190,5 +209,14 @@ mod tests {
         assert_eq!(ungranted.code, Code::Forbidden);
         let other_team = actor.check_todo_access(&QueueIdentity::team("tm_2", "triage")).unwrap_err();
         assert_eq!(other_team.code, Code::NotFound);
+    }
+
+    // SPEC-0030 REQ-10: a granted endpoint manages only its own queues (and configured teams').
+    #[test]
+    fn req10_an_endpoint_manages_only_its_own_granted_queues() {
+        let Actor::Agent(agent) = agent() else { unreachable!() };
+        assert_eq!(agent.managed_queue("inbox").ok(), Some(QueueIdentity::endpoint("ep_a", "inbox")));
+        assert_eq!(agent.managed_queue("triage").unwrap_err().code, Code::NotFound, "team not configured");
+        assert_eq!(agent.managed_queue("elsewhere").unwrap_err().code, Code::NotFound);
     }
 }

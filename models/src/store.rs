@@ -77,7 +77,7 @@ pub enum AgentLookup {
     Unknown,
     /// A valid token for a different endpoint than the URL names: 403.
     OtherEndpoint,
-    Found(AgentScope),
+    Found(Box<AgentScope>),
 }
 
 /// A vend request after validation and grant resolution.
@@ -91,6 +91,8 @@ pub struct NewEndpoint {
     pub team_queues: Vec<(String, String)>,
     pub verbs: Vec<String>,
     pub token_hash: String,
+    /// The human who vended it.
+    pub created_by_human_id: Option<String>,
 }
 
 /// A committed claim, with the queue's headroom when it has a policy (REQ-7).
@@ -182,16 +184,24 @@ pub struct SweepReport {
 }
 
 pub trait Store: Clone + Send + Sync + 'static {
+    /// What this process's store committed and refused, for `/metrics`.
+    fn counters(&self) -> &crate::counters::Counters;
+
+    /// Every policy of every owner, for the metrics gauges only (system read: exempt from
+    /// scoping, and nothing of it reaches a tenant).
+    fn all_admissions_unscoped(&self) -> impl Future<Output = Result<Vec<QueueAdmission>>> + Send;
+
     /// A round trip to storage, for `/healthz`.
     fn ping(&self) -> impl Future<Output = Result<()>> + Send;
 
     // Principals. Token arguments are SHA-256 hex digests; raw tokens never reach the store.
     fn human_by_token(&self, token_hash: &str) -> impl Future<Output = Result<Option<HumanScope>>> + Send;
     fn agent_by_token(&self, slug: &str, token_hash: &str) -> impl Future<Output = Result<AgentLookup>> + Send;
-    /// Resolves `endpoint:<ref>`/`team:<ref>` within a human's reach; outside it, `not_found`.
+    /// Resolves `endpoint:<ref>`/`team:<ref>` within a reach (what a human reaches, or what they
+    /// manage); outside it, `not_found`, the same as for something that does not exist.
     fn resolve_scope(
         &self,
-        human: &HumanScope,
+        reach: &crate::scope::Reach,
         scope: &ScopeRef,
     ) -> impl Future<Output = Result<crate::identity::Owner>> + Send;
     fn vend_endpoint(&self, endpoint: NewEndpoint) -> impl Future<Output = Result<Endpoint>> + Send;

@@ -72,7 +72,8 @@ pub async fn vend<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap
     let owner_team_id = match args.opt_str("team")? {
         None => None,
         Some(team) => {
-            let Owner::Team(team_id) = state.store.resolve_scope(&human, &ScopeRef::Team(team.into())).await? else {
+            let Owner::Team(team_id) = state.store.resolve_scope(&human.reach, &ScopeRef::Team(team.into())).await?
+            else {
                 return Err(Error::internal("team scope resolved to an endpoint").into());
             };
             if !human.teams.iter().any(|(id, role)| id == &team_id && role.configures()) {
@@ -89,7 +90,7 @@ pub async fn vend<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap
         match GrantRef::parse(&field, raw)? {
             GrantRef::Own(queue) => own_queues.push(queue),
             GrantRef::Team { team, queue } => {
-                let Owner::Team(team_id) = state.store.resolve_scope(&human, &ScopeRef::Team(team)).await? else {
+                let Owner::Team(team_id) = state.store.resolve_scope(&human.reach, &ScopeRef::Team(team)).await? else {
                     return Err(Error::internal("team scope resolved to an endpoint").into());
                 };
                 if owner_team_id.as_ref().is_some_and(|owner| owner != &team_id) {
@@ -111,6 +112,7 @@ pub async fn vend<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap
             team_queues,
             verbs,
             token_hash: hash_token(&token),
+            created_by_human_id: Some(human.human.id.clone()),
         })
         .await?;
     tracing::info!(endpoint = %endpoint.id, human = %human.human.id, "endpoint vended");
@@ -152,7 +154,7 @@ pub async fn list_endpoints<S: Store>(State(state): State<AppState<S>>, headers:
 async fn resolve_identity<S: Store>(store: &S, human: &HumanScope, scope: &str, queue: &str) -> Result<QueueIdentity> {
     let scope = ScopeRef::parse("scope", scope)?;
     validate_queue_name("queue", queue)?;
-    let owner = store.resolve_scope(human, &scope).await?;
+    let owner = store.resolve_scope(&human.reach, &scope).await?;
     Ok(QueueIdentity { owner, queue: queue.to_string() })
 }
 
@@ -214,10 +216,12 @@ pub async fn list_todos<S: Store>(
         (Some(scope), Some(queue)) => {
             TodoSet::Queues(vec![resolve_identity(&state.store, &human, scope, queue).await?])
         }
-        (Some(scope), None) => match state.store.resolve_scope(&human, &ScopeRef::parse("scope", scope)?).await? {
-            Owner::Endpoint(id) => TodoSet::Owners(Reach { endpoint_ids: vec![id], team_ids: vec![] }),
-            Owner::Team(id) => TodoSet::Owners(Reach { endpoint_ids: vec![], team_ids: vec![id] }),
-        },
+        (Some(scope), None) => {
+            match state.store.resolve_scope(&human.reach, &ScopeRef::parse("scope", scope)?).await? {
+                Owner::Endpoint(id) => TodoSet::Owners(Reach { endpoint_ids: vec![id], team_ids: vec![] }),
+                Owner::Team(id) => TodoSet::Owners(Reach { endpoint_ids: vec![], team_ids: vec![id] }),
+            }
+        }
         (None, Some(_)) => return Err(Error::invalid("scope", "scope is required when queue is given").into()),
         (None, None) => TodoSet::Owners(human.reach.clone()),
     };

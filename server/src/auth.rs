@@ -38,7 +38,7 @@ pub async fn require_agent<S: Store>(store: &S, headers: &HeaderMap, slug: &str)
         return Err(unauthenticated("MCP takes endpoint credentials (sbk_...), not human tokens"));
     }
     match store.agent_by_token(slug, &hash_token(token)).await? {
-        AgentLookup::Found(agent) => Ok(agent),
+        AgentLookup::Found(agent) => Ok(*agent),
         AgentLookup::Unknown => Err(unauthenticated("unknown or revoked endpoint credential")),
         AgentLookup::OtherEndpoint => Err(Error::forbidden("this credential belongs to another endpoint")),
     }

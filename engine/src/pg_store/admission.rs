@@ -113,6 +113,20 @@ impl PgStore {
         self.evaluate_rows(rows).await
     }
 
+    pub(crate) async fn all_admissions_tx(&self) -> Result<Vec<QueueAdmission>> {
+        let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
+            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
+             SELECT {} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} ORDER BY p.queue, p.id",
+            POLICY_COLUMNS.replace("$pending_limit", "$2")
+        ))
+        .bind(self.now_param())
+        .bind(Pending::Count.limit())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        self.evaluate_rows(rows).await
+    }
+
     /// Reads each policy's current-window usage and derives its status with the shared function.
     /// A row that does not validate is `admission_unavailable` (REQ-9).
     async fn evaluate_rows(&self, rows: Vec<PolicyRow>) -> Result<Vec<QueueAdmission>> {

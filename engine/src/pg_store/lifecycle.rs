@@ -54,6 +54,12 @@ impl PgStore {
     }
 
     pub(crate) async fn complete_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let todo = self.complete_in_tx(actor, id, result).await?;
+        self.counters.completed(&todo.identity.queue, "complete");
+        Ok(todo)
+    }
+
+    async fn complete_in_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         let mut tx = self.begin().await?;
         let outcome = async {
             let (_, now) = self.lock_held(&mut tx, actor, id).await?;
@@ -76,6 +82,12 @@ impl PgStore {
 
     /// Below `max_attempts` the todo parks with a backoff; at it, it is dead-lettered.
     pub(crate) async fn fail_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let todo = self.fail_in_tx(actor, id, result).await?;
+        self.counters.completed(&todo.identity.queue, "fail");
+        Ok(todo)
+    }
+
+    async fn fail_in_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         let mut tx = self.begin().await?;
         let outcome = async {
             let (todo, now) = self.lock_held(&mut tx, actor, id).await?;

@@ -29,8 +29,8 @@ mod principals;
 mod store_impl;
 mod todos;
 
-use crate::counters::AdmissionCounters;
 use chrono::{DateTime, Utc};
+use models::counters::Counters;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::store::Clock;
@@ -51,7 +51,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 pub struct PgStore {
     pool: PgPool,
     clock: Arc<dyn Clock>,
-    counters: Arc<AdmissionCounters>,
+    counters: Arc<Counters>,
     /// The lease reaper's tick, for the in-flight hint of REQ-6.
     reaper_interval: Duration,
     /// Always true in production. Only the benchmark turns it off, to measure the base claim
@@ -116,11 +116,6 @@ impl PgStore {
     /// The reaper tick as the status arithmetic takes it.
     pub(crate) fn reaper_interval_chrono(&self) -> chrono::Duration {
         chrono::Duration::from_std(self.reaper_interval).unwrap_or(chrono::Duration::seconds(30))
-    }
-
-    /// What the claim path counted in this process.
-    pub fn counters(&self) -> &AdmissionCounters {
-        &self.counters
     }
 
     pub fn pool(&self) -> &PgPool {

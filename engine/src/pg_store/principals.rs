@@ -174,14 +174,18 @@ impl PgStore {
     }
 
     pub(crate) async fn human_by_token_tx(&self, token_hash: &str) -> Result<Option<HumanScope>> {
-        type Row = (String, String, bool, Vec<String>, Vec<String>, Vec<String>);
+        type Row = (String, String, bool, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
         let row: Option<Row> = sqlx::query_as(
             "SELECT h.id, h.name, h.instance_admin, \
                ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
                      OR e.owner_team_id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = h.id) \
                      ORDER BY e.id), \
                ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id), \
-               ARRAY(SELECT m.role FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id) \
+               ARRAY(SELECT m.role FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id), \
+               ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
+                     OR e.owner_team_id IN (SELECT m.team_id FROM team_members m \
+                                            WHERE m.human_id = h.id AND m.role IN ('owner', 'admin')) \
+                     ORDER BY e.id) \
              FROM api_tokens k JOIN humans h ON h.id = k.human_id \
              WHERE k.token_hash = $1 AND k.revoked_at IS NULL",
         )
@@ -189,7 +193,7 @@ impl PgStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        let Some((id, name, instance_admin, endpoint_ids, team_ids, roles)) = row else {
+        let Some((id, name, instance_admin, endpoint_ids, team_ids, roles, managed_endpoint_ids)) = row else {
             return Ok(None);
         };
         let teams = team_ids
@@ -197,31 +201,37 @@ impl PgStore {
             .zip(&roles)
             .map(|(team, role)| Ok((team.clone(), TeamRole::parse("role", role)?)))
             .collect::<Result<Vec<_>>>()?;
+        let configured = teams.iter().filter(|(_, role)| role.configures()).map(|(team, _)| team.clone()).collect();
         Ok(Some(HumanScope {
             human: Human { id, name, instance_admin },
             reach: Reach { endpoint_ids, team_ids },
             teams,
+            manages: Reach { endpoint_ids: managed_endpoint_ids, team_ids: configured },
         }))
     }
 
     pub(crate) async fn agent_by_token_tx(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
-        type Row = (String, String, Option<String>, Vec<String>, Vec<String>, Vec<String>);
+        type Row = (String, String, Option<String>, Option<String>, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
         // Team grants count only while the endpoint's owner still reaches the team.
         let row: Option<Row> = sqlx::query_as(
             "WITH live AS ( \
                SELECT g.team_id, g.queue FROM endpoint_grants g JOIN endpoints e ON e.id = g.endpoint_id \
                WHERE e.token_hash = $1 AND (g.team_id IS NULL OR g.team_id = e.owner_team_id \
                  OR EXISTS (SELECT 1 FROM team_members m WHERE m.team_id = g.team_id AND m.human_id = e.owner_human_id))) \
-             SELECT e.id, e.slug, e.owner_human_id, e.verbs, \
+             SELECT e.id, e.slug, e.owner_human_id, e.created_by_human_id, e.verbs, \
                ARRAY(SELECT coalesce(team_id, '') FROM live ORDER BY team_id NULLS FIRST, queue), \
-               ARRAY(SELECT queue FROM live ORDER BY team_id NULLS FIRST, queue) \
+               ARRAY(SELECT queue FROM live ORDER BY team_id NULLS FIRST, queue), \
+               ARRAY(SELECT t.id FROM teams t WHERE t.id = e.owner_team_id \
+                     OR t.id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = e.owner_human_id \
+                                 AND m.role IN ('owner', 'admin')) ORDER BY t.id) \
              FROM endpoints e WHERE e.token_hash = $1 AND NOT e.revoked",
         )
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        let Some((id, endpoint_slug, owner_human_id, verbs, grant_teams, grant_queues)) = row else {
+        let Some((id, endpoint_slug, owner_human_id, created_by, verbs, grant_teams, grant_queues, configured)) = row
+        else {
             return Ok(AgentLookup::Unknown);
         };
         if endpoint_slug != slug && id != slug {
@@ -242,18 +252,28 @@ impl PgStore {
                 }
             })
             .collect();
-        Ok(AgentLookup::Found(AgentScope { endpoint_id: id, endpoint_slug, owner_human_id, reach, granted, verbs }))
+        let manages = Reach { endpoint_ids: vec![id.clone()], team_ids: configured };
+        Ok(AgentLookup::Found(Box::new(AgentScope {
+            acting_for_human_id: created_by.or_else(|| owner_human_id.clone()),
+            endpoint_id: id,
+            endpoint_slug,
+            owner_human_id,
+            reach,
+            granted,
+            verbs,
+            manages,
+        })))
     }
 
-    pub(crate) async fn resolve_scope_tx(&self, human: &HumanScope, scope: &ScopeRef) -> Result<Owner> {
+    pub(crate) async fn resolve_scope_tx(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
         let (sql, reference, allowed) = match scope {
             ScopeRef::Endpoint(reference) => (
                 "SELECT id FROM endpoints WHERE (id = $1 OR slug = $1) AND id = ANY($2)",
                 reference,
-                &human.reach.endpoint_ids,
+                &reach.endpoint_ids,
             ),
             ScopeRef::Team(reference) => {
-                ("SELECT id FROM teams WHERE (id = $1 OR slug = $1) AND id = ANY($2)", reference, &human.reach.team_ids)
+                ("SELECT id FROM teams WHERE (id = $1 OR slug = $1) AND id = ANY($2)", reference, &reach.team_ids)
             }
         };
         let id: Option<String> =
@@ -272,8 +292,8 @@ impl PgStore {
         let mut tx = self.begin().await?;
         let slug = format!("{}-{}", slugify(&new.name), random_suffix());
         let id: String = sqlx::query_scalar(
-            "INSERT INTO endpoints (id, slug, name, owner_human_id, owner_team_id, token_hash, verbs) \
-             VALUES ('ep_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $5, $6) RETURNING id",
+            "INSERT INTO endpoints (id, slug, name, owner_human_id, owner_team_id, token_hash, verbs, created_by_human_id) \
+             VALUES ('ep_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $5, $6, $7) RETURNING id",
         )
         .bind(&slug)
         .bind(&new.name)
@@ -281,6 +301,7 @@ impl PgStore {
         .bind(&new.owner_team_id)
         .bind(&new.token_hash)
         .bind(&new.verbs)
+        .bind(&new.created_by_human_id)
         .fetch_one(&mut *tx)
         .await
         .map_err(db_error)?;

@@ -13,6 +13,14 @@ use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
 
 impl Store for PgStore {
+    fn counters(&self) -> &models::counters::Counters {
+        &self.counters
+    }
+
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
+        self.all_admissions_tx().await
+    }
+
     async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(super::db_error)?;
         Ok(())
@@ -26,8 +34,8 @@ impl Store for PgStore {
         self.agent_by_token_tx(slug, token_hash).await
     }
 
-    async fn resolve_scope(&self, human: &HumanScope, scope: &ScopeRef) -> Result<Owner> {
-        self.resolve_scope_tx(human, scope).await
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        self.resolve_scope_tx(reach, scope).await
     }
 
     async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {

@@ -40,7 +40,9 @@ impl PgStore {
             .await
             .map_err(db_error)?;
             if let Some(row) = inserted {
-                return Ok(Created { todo: row.into_todo()?, deduped: false });
+                let todo = row.into_todo()?;
+                self.counters.created(&todo.identity.queue, todo.created_by_kind.as_str());
+                return Ok(Created { todo, deduped: false });
             }
             let Some(key) = &new.idempotency_key else {
                 return Err(Error::internal("insert without an idempotency key conflicted"));

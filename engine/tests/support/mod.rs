@@ -59,11 +59,12 @@ impl World {
                 team_queues: vec![],
                 verbs: models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect(),
                 token_hash: hash_token(&token),
+                created_by_human_id: Some(owner.human.id.clone()),
             })
             .await
             .expect("vend");
         match self.store.agent_by_token(&endpoint.slug, &hash_token(&token)).await.expect("lookup") {
-            AgentLookup::Found(scope) => Actor::Agent(scope),
+            AgentLookup::Found(scope) => Actor::Agent(*scope),
             other => panic!("vended endpoint did not authenticate: {other:?}"),
         }
     }

@@ -1,0 +1,62 @@
+//! In-process counters of what the store committed or refused, counted after commit or
+//! rollback: todos created, claimed, completed; units charged; claims refused by reason.
+//! `/metrics` reads them; they are never a source of truth for admission (the database is,
+//! under the policy lock). Every process counts its own; Prometheus sums the replicas.
+//!
+//! Governing: SPEC-0030 REQ-9 (count refusals), REQ-12 (charged rises as claimed on budgeted
+//! queues); SPEC-0023 lifecycle counters.
+
+use crate::admission::Reason;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// By (queue, source), source being the creator's kind (`human`, `agent`, `ingest`, …).
+    pub created: BTreeMap<(String, String), u64>,
+    pub claimed: BTreeMap<String, u64>,
+    /// By (queue, outcome), outcome `complete` or `fail`.
+    pub completed: BTreeMap<(String, String), u64>,
+    pub charged: BTreeMap<String, u64>,
+    pub refusals: BTreeMap<(String, Reason), u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct Counters {
+    inner: Mutex<Snapshot>,
+}
+
+impl Counters {
+    fn with(&self, update: impl FnOnce(&mut Snapshot)) {
+        // A poisoned lock only means another thread panicked mid-increment; counts stay usable.
+        let mut guard = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        update(&mut guard);
+    }
+
+    pub fn created(&self, queue: &str, source: &str) {
+        self.with(|c| *c.created.entry((queue.to_string(), source.to_string())).or_default() += 1);
+    }
+
+    /// A committed claim; `charged` when it spent a window unit.
+    pub fn claimed(&self, queue: &str, charged: bool) {
+        self.with(|c| {
+            *c.claimed.entry(queue.to_string()).or_default() += 1;
+            if charged {
+                *c.charged.entry(queue.to_string()).or_default() += 1;
+            }
+        });
+    }
+
+    pub fn completed(&self, queue: &str, outcome: &str) {
+        self.with(|c| *c.completed.entry((queue.to_string(), outcome.to_string())).or_default() += 1);
+    }
+
+    pub fn refused(&self, queue: &str, reason: Reason) {
+        self.with(|c| *c.refusals.entry((queue.to_string(), reason)).or_default() += 1);
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let guard = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        guard.clone()
+    }
+}
