@@ -102,6 +102,21 @@ pub struct Claimed {
     pub admission: Option<Headroom>,
 }
 
+/// What verifying and routing a webhook delivery needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookRoute {
+    pub name: String,
+    pub secret: String,
+    pub targets: Vec<QueueIdentity>,
+}
+
+/// The answer to one delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ingested {
+    pub todo_ids: Vec<String>,
+    pub deduped: bool,
+}
+
 /// What `claim_next` found: a claim, or nothing, with the granted queues that hold pending work
 /// but admit no claim right now (REQ-7). An empty `deferred` means no pending work anywhere.
 #[derive(Debug, Clone, PartialEq)]
@@ -206,6 +221,43 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<crate::identity::Owner>> + Send;
     fn vend_endpoint(&self, endpoint: NewEndpoint) -> impl Future<Output = Result<Endpoint>> + Send;
     fn list_endpoints(&self, human: &HumanScope) -> impl Future<Output = Result<Vec<Endpoint>>> + Send;
+
+    /// Mints another operator API token for a human (`POST /api/v1/tokens`).
+    fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// The teams a human belongs to, with their role.
+    fn list_teams(
+        &self,
+        human: &HumanScope,
+    ) -> impl Future<Output = Result<Vec<(crate::scope::Team, crate::scope::TeamRole)>>> + Send;
+
+    // Webhooks (contract §4).
+    /// Registers a webhook owned by a human, fanning out to `targets` (already authorised).
+    fn create_webhook(
+        &self,
+        owner_human_id: &str,
+        name: &str,
+        secret: &str,
+        targets: &[QueueIdentity],
+    ) -> impl Future<Output = Result<String>> + Send;
+    /// A webhook's signing secret, name and targets, for verifying a delivery: a system read
+    /// keyed by the webhook id in the ingest URL.
+    fn webhook_for_ingest_unscoped(
+        &self,
+        webhook_id: &str,
+    ) -> impl Future<Output = Result<Option<WebhookRoute>>> + Send;
+    /// One delivery, one transaction: records the delivery id and creates one todo per target;
+    /// a delivery id seen before creates nothing and answers the todos it created (deduped).
+    fn ingest(
+        &self,
+        webhook_id: &str,
+        delivery_id: &str,
+        todos: Vec<NewTodo>,
+    ) -> impl Future<Output = Result<Ingested>> + Send;
 
     // The queue. Each is one transaction.
     fn create_todo(&self, todo: NewTodo) -> impl Future<Output = Result<Created>> + Send;

@@ -28,6 +28,7 @@ mod lifecycle;
 mod principals;
 mod store_impl;
 mod todos;
+mod webhooks;
 
 use chrono::{DateTime, Utc};
 use models::counters::Counters;
@@ -54,6 +55,9 @@ pub struct PgStore {
     counters: Arc<Counters>,
     /// The lease reaper's tick, for the in-flight hint of REQ-6.
     reaper_interval: Duration,
+    /// One turn per budgeted queue identity for this process's `claim_next` callers (see
+    /// `claim::Turns`): at most one backend per replica waits on a policy row lock.
+    turns: Arc<claim::Turns>,
     /// Always true in production. Only the benchmark turns it off, to measure the base claim
     /// path without the policy lookup against the same path with it.
     admission_lookup: bool,
@@ -94,6 +98,7 @@ impl PgStore {
             pool,
             clock,
             counters: Arc::default(),
+            turns: Arc::default(),
             reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
         }

@@ -358,6 +358,31 @@ impl PgStore {
             .collect())
     }
 
+    pub(crate) async fn mint_token_tx(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
+        sqlx::query("INSERT INTO api_tokens (token_hash, human_id, label) VALUES ($1, $2, $3)")
+            .bind(token_hash)
+            .bind(human_id)
+            .bind(label)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub(crate) async fn list_teams_tx(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
+        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT t.id, t.slug, t.name, m.role FROM teams t JOIN team_members m ON m.team_id = t.id \
+             WHERE m.human_id = $1 ORDER BY t.name, t.id",
+        )
+        .bind(&human.human.id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.into_iter()
+            .map(|(id, slug, name, role)| Ok((Team { id, slug, name }, TeamRole::parse("role", &role)?)))
+            .collect()
+    }
+
     /// Finds a human by name, for tests and the CLI; never exposed over HTTP.
     pub async fn human_id_by_name(&self, name: &str) -> Result<Option<String>> {
         sqlx::query_scalar("SELECT id FROM humans WHERE name = $1")

@@ -46,6 +46,31 @@ impl Store for PgStore {
         self.endpoints_by_ids(&human.reach.endpoint_ids).await
     }
 
+    async fn mint_token(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
+        self.mint_token_tx(human_id, label, token_hash).await
+    }
+
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(models::scope::Team, models::scope::TeamRole)>> {
+        self.list_teams_tx(human).await
+    }
+
+    async fn create_webhook(&self, owner: &str, name: &str, secret: &str, targets: &[QueueIdentity]) -> Result<String> {
+        self.create_webhook_tx(owner, name, secret, targets).await
+    }
+
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<models::store::WebhookRoute>> {
+        self.webhook_for_ingest_tx(webhook_id).await
+    }
+
+    async fn ingest(
+        &self,
+        webhook_id: &str,
+        delivery_id: &str,
+        todos: Vec<NewTodo>,
+    ) -> Result<models::store::Ingested> {
+        self.ingest_tx(webhook_id, delivery_id, todos).await
+    }
+
     async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
         self.create_todo_tx(todo).await
     }

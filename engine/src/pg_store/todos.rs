@@ -4,11 +4,13 @@
 //! partial unique indexes decide under concurrency, and the loser reads the winner's row.
 
 use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, identity_arrays, identity_filter};
+use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::scope::Actor;
 use models::scope::Reach;
 use models::store::{TodoQuery, TodoSet};
 use models::todo::{Created, NewTodo, Todo};
+use sqlx::PgConnection;
 
 /// How often a create retries when the live row it deduped onto finished in between.
 const DEDUP_RETRIES_MAX: usize = 3;
@@ -16,6 +18,24 @@ const DEDUP_RETRIES_MAX: usize = 3;
 impl PgStore {
     pub(crate) async fn create_todo_tx(&self, new: NewTodo) -> Result<Created> {
         new.validate()?;
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let created = self.create_in(&mut conn, &new, None).await?;
+        if !created.deduped {
+            self.counters.created(&created.todo.identity.queue, created.todo.created_by_kind.as_str());
+        }
+        Ok(created)
+    }
+
+    /// Inserts a todo on `conn` (a pooled connection, or a transaction's), deduping on the
+    /// idempotency key among live rows. `now` is the transaction's instant when the caller has
+    /// one; otherwise the clock of record.
+    pub(crate) async fn create_in(
+        &self,
+        conn: &mut PgConnection,
+        new: &NewTodo,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Created> {
+        let now = now.or_else(|| self.now_param());
         for _ in 0..DEDUP_RETRIES_MAX {
             let inserted: Option<TodoRow> = sqlx::query_as(composed_sql!(
                 "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
@@ -26,7 +46,7 @@ impl PgStore {
                  ON CONFLICT DO NOTHING \
                  RETURNING {TODO_COLUMNS}"
             ))
-            .bind(self.now_param())
+            .bind(now)
             .bind(new.identity.endpoint_id())
             .bind(new.identity.team_id())
             .bind(&new.identity.queue)
@@ -36,13 +56,11 @@ impl PgStore {
             .bind(new.max_attempts)
             .bind(new.created_by_kind.as_str())
             .bind(&new.created_by_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(db_error)?;
             if let Some(row) = inserted {
-                let todo = row.into_todo()?;
-                self.counters.created(&todo.identity.queue, todo.created_by_kind.as_str());
-                return Ok(Created { todo, deduped: false });
+                return Ok(Created { todo: row.into_todo()?, deduped: false });
             }
             let Some(key) = &new.idempotency_key else {
                 return Err(Error::internal("insert without an idempotency key conflicted"));
@@ -57,7 +75,7 @@ impl PgStore {
             .bind(new.identity.team_id())
             .bind(&new.identity.queue)
             .bind(key)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(db_error)?;
             if let Some(row) = existing {

@@ -1,0 +1,137 @@
+//! Webhooks: registration, and ingest of a signed delivery as one transaction that records the
+//! delivery id and fans out one todo per target queue identity (contract §4; base-system §2).
+//! A redelivery (same delivery id) creates nothing and charges nothing (SPEC-0030 REQ-3).
+
+use super::{PgStore, db_error, finish};
+use models::error::{Error, Result};
+use models::identity::QueueIdentity;
+use models::store::{Ingested, WebhookRoute};
+use models::todo::NewTodo;
+
+impl PgStore {
+    pub(crate) async fn create_webhook_tx(
+        &self,
+        owner: &str,
+        name: &str,
+        secret: &str,
+        targets: &[QueueIdentity],
+    ) -> Result<String> {
+        let mut tx = self.begin().await?;
+        let outcome = async {
+            let id: String = sqlx::query_scalar(
+                "INSERT INTO webhooks (id, name, owner_human_id, secret) \
+                 VALUES ('wh_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3) RETURNING id",
+            )
+            .bind(name)
+            .bind(owner)
+            .bind(secret)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            let endpoints: Vec<Option<&str>> = targets.iter().map(|t| t.endpoint_id()).collect();
+            let teams: Vec<Option<&str>> = targets.iter().map(|t| t.team_id()).collect();
+            let queues: Vec<&str> = targets.iter().map(|t| t.queue.as_str()).collect();
+            sqlx::query(
+                "INSERT INTO webhook_targets (webhook_id, endpoint_id, team_id, queue) \
+                 SELECT $1, e, t, q FROM unnest($2::text[], $3::text[], $4::text[]) AS targets (e, t, q)",
+            )
+            .bind(&id)
+            .bind(&endpoints)
+            .bind(&teams)
+            .bind(&queues)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            Ok(id)
+        }
+        .await;
+        finish(tx, outcome).await
+    }
+
+    pub(crate) async fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
+        type Row = (String, String, Vec<String>, Vec<String>, Vec<String>);
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT w.name, w.secret, \
+               ARRAY(SELECT coalesce(t.endpoint_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
+               ARRAY(SELECT coalesce(t.team_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
+               ARRAY(SELECT t.queue FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) \
+             FROM webhooks w WHERE w.id = $1",
+        )
+        .bind(webhook_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(row.map(|(name, secret, endpoints, teams, queues)| WebhookRoute {
+            name,
+            secret,
+            targets: endpoints
+                .into_iter()
+                .zip(teams)
+                .zip(queues)
+                .map(|((endpoint, team), queue)| {
+                    if endpoint.is_empty() {
+                        QueueIdentity::team(team, queue)
+                    } else {
+                        QueueIdentity::endpoint(endpoint, queue)
+                    }
+                })
+                .collect(),
+        }))
+    }
+
+    pub(crate) async fn ingest_tx(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
+        for todo in &todos {
+            todo.validate()?;
+        }
+        let mut tx = self.begin().await?;
+        let outcome = async {
+            let now = self.clock_after_lock(&mut tx).await?;
+            // The delivery id decides under concurrency: the first insert wins, a redelivery
+            // (even one racing the first) reads the winner's todos.
+            let recorded = sqlx::query(
+                "INSERT INTO webhook_deliveries (webhook_id, delivery_id, todo_ids, received_at) VALUES ($1, $2, '{}', $3) \
+                 ON CONFLICT (webhook_id, delivery_id) DO NOTHING",
+            )
+            .bind(webhook_id)
+            .bind(delivery_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?
+            .rows_affected();
+            if recorded == 0 {
+                let todo_ids: Vec<String> =
+                    sqlx::query_scalar("SELECT todo_ids FROM webhook_deliveries WHERE webhook_id = $1 AND delivery_id = $2")
+                        .bind(webhook_id)
+                        .bind(delivery_id)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                return Ok((Ingested { todo_ids, deduped: true }, vec![]));
+            }
+            let mut created = Vec::new();
+            for todo in todos {
+                let made = self.create_in(&mut tx, &todo, Some(now)).await?;
+                created.push(made);
+            }
+            let todo_ids: Vec<String> = created.iter().map(|c| c.todo.id.clone()).collect();
+            sqlx::query("UPDATE webhook_deliveries SET todo_ids = $3 WHERE webhook_id = $1 AND delivery_id = $2")
+                .bind(webhook_id)
+                .bind(delivery_id)
+                .bind(&todo_ids)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            Ok((Ingested { todo_ids, deduped: false }, created))
+        }
+        .await;
+        let (ingested, created) = finish(tx, outcome).await?;
+        for made in created.iter().filter(|c| !c.deduped) {
+            self.counters.created(&made.todo.identity.queue, made.todo.created_by_kind.as_str());
+        }
+        if ingested.todo_ids.is_empty() && !ingested.deduped {
+            return Err(Error::internal("a delivery created no todo"));
+        }
+        Ok(ingested)
+    }
+}
