@@ -268,3 +268,48 @@ pub async fn todo_action<S: Store>(
     };
     Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
 }
+
+/// `POST /api/v1/tokens {label?}`: another operator API token for the signed-in human; shown once.
+pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
+    let args = Args::object(&body, "body")?;
+    args.only(&["label"])?;
+    let label = args.opt_str("label")?;
+    if label.is_some_and(|l| l.chars().count() > 100) {
+        return Err(Error::invalid("label", "label must be at most 100 characters").into());
+    }
+    let token = new_token(crate::auth::HUMAN_TOKEN_PREFIX);
+    state.store.mint_token(&human.human.id, label, &hash_token(&token)).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({ "token": token, "label": label, "human_id": human.human.id })))
+        .into_response())
+}
+
+/// `GET /api/v1/teams`: the caller's teams and their role in each.
+pub async fn list_teams<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let teams = state.store.list_teams(&human).await?;
+    let teams: Vec<Value> = teams
+        .iter()
+        .map(|(team, role)| json!({ "id": team.id, "slug": team.slug, "name": team.name, "role": role.as_str() }))
+        .collect();
+    Ok(axum::Json(json!({ "teams": teams })).into_response())
+}
+
+/// `GET /api/v1/todos/{id}`: one todo in the caller's reach, with payload, result and, when
+/// pending in a budgeted queue, its admission status.
+pub async fn show_todo<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let todo = state.store.get_todo(&Actor::Human(human), &id).await?;
+    let mut listed = crate::wire::todos_with_admission(&state.store, std::slice::from_ref(&todo)).await?;
+    let mut body = todo_json(&todo, true);
+    if let (Some(admission), Some(map)) = (listed.pop().and_then(|t| t.get("admission").cloned()), body.as_object_mut())
+    {
+        map.insert("admission".into(), admission);
+    }
+    Ok(axum::Json(json!({ "todo": body })).into_response())
+}

@@ -1,7 +1,8 @@
 //! The router, built over any `Store`, so `switchboard serve` runs it on `PgStore` and the
 //! simulation runs the very same router on the reference model.
 
-use crate::{api, mcp};
+use crate::admission_api::{self, WriteLimiter};
+use crate::{api, mcp, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use models::error::{Code, Error};
 use models::store::Store;
+use std::sync::Arc;
 
 /// Largest request body the API and MCP accept (base-system §7: `/api/v1` caps at 64 KiB).
 pub const BODY_LIMIT_BYTES: usize = 64 * 1024;
@@ -17,20 +19,49 @@ pub const BODY_LIMIT_BYTES: usize = 64 * 1024;
 /// What every handler shares. Cheap to clone.
 pub struct AppState<S: Store> {
     pub store: S,
+    /// Per-human limiter on admission policy writes (SPEC-0030 Security Requirements).
+    pub admission_writes: Arc<WriteLimiter>,
+    /// The `/metrics` credential, queue-label limiter and collection-error counts (SPEC-0023).
+    pub metrics: Arc<crate::metrics::MetricsConfig>,
+}
+
+impl<S: Store> AppState<S> {
+    pub fn new(store: S) -> Self {
+        AppState { store, admission_writes: Arc::default(), metrics: Arc::new(crate::metrics::MetricsConfig::closed()) }
+    }
 }
 
 impl<S: Store> Clone for AppState<S> {
     fn clone(&self) -> Self {
-        AppState { store: self.store.clone() }
+        AppState {
+            store: self.store.clone(),
+            admission_writes: self.admission_writes.clone(),
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
 pub fn router<S: Store>(state: AppState<S>) -> Router {
     Router::new()
         .route("/healthz", get(healthz::<S>))
+        .route("/metrics", get(crate::metrics::scrape::<S>))
         .route("/api/v1/endpoints", post(api::vend::<S>).get(api::list_endpoints::<S>))
         .route("/api/v1/todos", post(api::push_todo::<S>).get(api::list_todos::<S>))
+        .route("/api/v1/todos/{id}", get(api::show_todo::<S>))
         .route("/api/v1/todos/{id}/{action}", post(api::todo_action::<S>))
+        .route("/api/v1/tokens", post(api::mint_token::<S>))
+        .route("/api/v1/teams", get(api::list_teams::<S>))
+        .route("/api/v1/admission", get(admission_api::list::<S>))
+        .route(
+            "/api/v1/admission/{scope}/{queue}",
+            get(admission_api::show::<S>)
+                .put(admission_api::put::<S>)
+                .delete(admission_api::delete::<S>)
+                .layer(DefaultBodyLimit::max(admission_api::POLICY_BODY_LIMIT_BYTES)),
+        )
+        .route("/api/v1/admission/{scope}/{queue}/audit", get(admission_api::audit::<S>))
+        .route("/api/v1/webhooks", post(webhooks::create::<S>))
+        .route("/ingest/{webhook_id}", post(webhooks::ingest::<S>))
         .route("/mcp/{slug}", post(mcp::handle::<S>))
         .fallback(|| async { crate::wire::ApiError(Error::not_found()) })
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))

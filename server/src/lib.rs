@@ -4,10 +4,14 @@
 //! Must not contain admission logic or SQL that decides admission: the router is generic over
 //! `Store`, and decisions live in `models` and `engine`.
 
+pub mod admission_api;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod cli;
 pub mod database;
 pub mod mcp;
+pub mod metrics;
 pub mod serve;
+pub mod webhooks;
 pub mod wire;

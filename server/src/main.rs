@@ -22,7 +22,8 @@ use std::time::Duration;
         Humans own endpoints; agents connect to an endpoint over MCP and drain its queues.\n\
         Start with `switchboard serve` (it runs its own PostgreSQL when no DATABASE_URL is set),\n\
         then `switchboard admin human add NAME` for an operator API token.",
-    after_help = "Environment: DATABASE_URL, SWITCHBOARD_LISTEN, SWITCHBOARD_REAPER_INTERVAL, RUST_LOG."
+    after_help = "Environment: DATABASE_URL, SWITCHBOARD_LISTEN, SWITCHBOARD_REAPER_INTERVAL, RUST_LOG;\n\
+        for `queue` and `todo`: SWITCHBOARD_URL (default http://127.0.0.1:8080), SWITCHBOARD_TOKEN (sbh_...)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -40,6 +41,9 @@ enum Command {
         #[command(subcommand)]
         command: AdminCommand,
     },
+    /// `queue ...` and `todo ...`: the operator CLI over the HTTP API.
+    #[command(flatten)]
+    Operator(server::cli::OperatorCommand),
 }
 
 #[derive(Args, Clone)]
@@ -139,7 +143,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    let command = match cli.command {
+        // The operator CLI has its own exit statuses and error lines (contract §1: 1 refused, 2 usage).
+        Command::Operator(command) => return runtime.block_on(server::cli::run(command)),
+        command => command,
+    };
+    match runtime.block_on(run(command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");
@@ -160,6 +169,8 @@ fn init_logging(default_level: &str) {
 
 async fn run(command: Command) -> Result<(), String> {
     match command {
+        // main() runs these itself, before this point, for their own exit statuses.
+        Command::Operator(_) => Err("operator commands are run by main()".into()),
         Command::Serve(args) => {
             serve::run(ServeOptions {
                 listen: args.listen,

@@ -15,10 +15,11 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use models::admission::Policy;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::scope::{Actor, AgentScope};
-use models::store::{ClaimNext, Store, TodoQuery, TodoSet};
+use models::store::{ClaimNext, PolicyActor, Store, TodoQuery, TodoSet};
 use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
 use serde_json::{Value, json};
 
@@ -181,6 +182,24 @@ fn tool_catalog() -> Vec<(&'static str, &'static str, Value)> {
                 "idempotency_key": { "type": "string" }, "max_attempts": { "type": "integer", "minimum": 1, "maximum": 100 } },
                 "required": ["queue", "title"], "additionalProperties": false }),
         ),
+        (
+            "admission_status",
+            "Read the admission policy, usage and status of your granted queues (read-only).",
+            json!({ "type": "object", "properties": { "queue": queue }, "additionalProperties": false }),
+        ),
+        (
+            "set_admission_policy",
+            "Create or replace the admission policy (your budget) of one of your own queues. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue, "policy": { "type": "object", "properties": {
+                "max_in_flight": { "type": ["integer", "null"], "minimum": 0, "maximum": 10000 },
+                "max_claims_per_window": { "type": ["integer", "null"], "minimum": 0, "maximum": 1000000 },
+                "window": { "type": ["object", "null"] } } } }, "required": ["queue", "policy"], "additionalProperties": false }),
+        ),
+        (
+            "clear_admission_policy",
+            "Remove the admission policy of one of your own queues. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue }, "required": ["queue"], "additionalProperties": false }),
+        ),
     ]
 }
 
@@ -282,6 +301,28 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
                 })
                 .await?;
             Ok(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped }))
+        }
+        // SPEC-0030 REQ-10: only with the verb granted (checked above), only on a queue this
+        // endpoint may manage (else not_found), audited with the endpoint and its human.
+        "set_admission_policy" | "clear_admission_policy" => {
+            let known: &[&str] = if name == "set_admission_policy" { &["queue", "policy"] } else { &["queue"] };
+            args.only(known)?;
+            let identity = agent.managed_queue(args.str("queue")?)?;
+            let actor = PolicyActor {
+                human_id: agent.acting_for_human_id.clone(),
+                endpoint_id: Some(agent.endpoint_id.clone()),
+            };
+            if name == "clear_admission_policy" {
+                store.clear_policy(&identity, &actor).await?;
+                return Ok(json!({ "queue": identity.queue, "cleared": true }));
+            }
+            let policy = Policy::from_request(&args.opt_value("policy").unwrap_or(Value::Null))?;
+            let saved = store.set_policy(&identity, &policy, &actor).await?;
+            Ok(json!({
+                "queue": identity.queue,
+                "policy": saved.policy.as_ref().map_or(Value::Null, Policy::to_json),
+                "status": status_json(&saved.status),
+            }))
         }
         "admission_status" => {
             args.only(&["queue"])?;

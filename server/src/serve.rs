@@ -47,7 +47,8 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let sweeper = sweeps::spawn(store.clone(), options.reaper_interval, shutdown_rx.clone());
-    let app = router(AppState { store: store.clone() });
+    let metrics = Arc::new(crate::metrics::MetricsConfig::from_env());
+    let app = router(AppState { metrics, ..AppState::new(store.clone()) });
 
     // Tests and scripts wait for exactly this line.
     println!("switchboard listening on http://{address}");

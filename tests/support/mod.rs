@@ -166,3 +166,31 @@ impl Client {
         (result["isError"].as_bool().expect("isError"), result["structuredContent"].clone())
     }
 }
+
+/// Helpers for the `/metrics` black-box tests (SPEC-0030 REQ-12).
+impl Client {
+    /// `GET /metrics` with an optional bearer; returns (status, body as text).
+    pub async fn scrape_metrics(&self, token: Option<&str>) -> (u16, String) {
+        let mut request = self.http.get(format!("{}/metrics", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("GET /metrics");
+        let status = response.status().as_u16();
+        (status, response.text().await.expect("metrics body"))
+    }
+
+    /// `PUT /api/v1/admission/{scope}/{queue}` with a full policy; returns (status, body).
+    pub async fn put_admission_policy(&self, token: &str, scope: &str, queue: &str, policy: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .put(format!("{}/api/v1/admission/{scope}/{queue}", self.base))
+            .bearer_auth(token)
+            .json(&policy)
+            .send()
+            .await
+            .expect("PUT admission policy");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}

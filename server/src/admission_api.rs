@@ -1,0 +1,174 @@
+//! The operator API for admission policies (SPEC-0030 REQ-10): `GET /api/v1/admission`, and
+//! `GET | PUT | DELETE /api/v1/admission/{scope}/{queue}` with `.../audit`.
+//!
+//! Tenancy: every read and write is filtered by what the caller manages (an endpoint's owner, a
+//! team's owner or admin). Anything else, foreign or absent, is the same 404 `not_found`, byte
+//! for byte. Writes pass a per-human limiter (1 write/s, burst 10) and PUT bodies are capped at
+//! 16 KiB (the router enforces the cap before a handler runs).
+
+use crate::app::AppState;
+use crate::auth::require_human;
+use crate::wire::{ApiError, ApiResult, parse_body, rfc3339, scope_string, status_json};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use governor::clock::{Clock as _, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
+use models::admission::Policy;
+use models::error::{Code, Error, Result};
+use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::scope::HumanScope;
+use models::store::{AuditRecord, PolicyActor, QueueAdmission, Store};
+use serde_json::{Value, json};
+use std::num::NonZeroU32;
+
+/// Largest PUT body on the admission routes (SPEC-0030 Security Requirements).
+pub const POLICY_BODY_LIMIT_BYTES: usize = 16 * 1024;
+/// Audit records a GET of one policy carries, and the most `.../audit` returns.
+const AUDIT_TAIL: i64 = 20;
+const AUDIT_MAX: i64 = 500;
+
+/// Per-human limiter on admission writes: 1 per second, burst 10.
+pub struct WriteLimiter {
+    limiter: DefaultKeyedRateLimiter<String>,
+}
+
+impl Default for WriteLimiter {
+    fn default() -> Self {
+        let burst = NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_second(NonZeroU32::MIN).allow_burst(burst);
+        WriteLimiter { limiter: DefaultKeyedRateLimiter::keyed(quota) }
+    }
+}
+
+impl WriteLimiter {
+    /// `rate_limited` with `Retry-After` when the human has spent their burst.
+    pub fn check(&self, human_id: &str) -> Result<()> {
+        match self.limiter.check_key(&human_id.to_string()) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                Err(Error::new(Code::RateLimited, "too many admission policy writes; slow down")
+                    .with("retry_after_seconds", seconds.max(1)))
+            }
+        }
+    }
+}
+
+/// Resolves `{scope}/{queue}` to an identity the human manages; otherwise `not_found`.
+async fn managed_identity<S: Store>(store: &S, human: &HumanScope, scope: &str, queue: &str) -> Result<QueueIdentity> {
+    let scope = ScopeRef::parse("scope", scope)?;
+    validate_queue_name("queue", queue)?;
+    let owner = store.resolve_scope(&human.manages, &scope).await?;
+    Ok(QueueIdentity { owner, queue: queue.to_string() })
+}
+
+fn admission_json(admission: &QueueAdmission) -> Value {
+    json!({
+        "scope": scope_string(&admission.identity),
+        "queue": admission.identity.queue,
+        "policy": admission.policy.as_ref().map_or(Value::Null, Policy::to_json),
+        "status": status_json(&admission.status),
+        "pending": admission.pending,
+        "created_at": rfc3339(admission.created_at),
+        "updated_at": rfc3339(admission.updated_at),
+    })
+}
+
+pub fn audit_json(record: &AuditRecord) -> Value {
+    json!({
+        "actor_human_id": record.actor_human_id,
+        "actor_endpoint_id": record.actor_endpoint_id,
+        "at": rfc3339(record.at),
+        "action": record.action,
+        "before": record.before,
+        "after": record.after,
+    })
+}
+
+/// `GET /api/v1/admission`: every policy the caller manages, with status and usage.
+pub async fn list<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let admissions = state.store.reach_admissions(&human.manages).await?;
+    Ok(axum::Json(json!({ "policies": admissions.iter().map(admission_json).collect::<Vec<_>>() })).into_response())
+}
+
+/// `GET /api/v1/admission/{scope}/{queue}`: policy, status, usage, the last 30 windows and the
+/// audit tail.
+pub async fn show<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((scope, queue)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
+    let detail = state.store.policy_detail(&identity).await?;
+    let mut body = admission_json(&detail.admission);
+    if let Some(map) = body.as_object_mut() {
+        map.insert(
+            "usage".into(),
+            json!({
+                "window_start": detail.admission.status.window_start.map(rfc3339),
+                "used": detail.admission.status.used,
+            }),
+        );
+        map.insert(
+            "windows".into(),
+            detail
+                .windows
+                .iter()
+                .map(|(start, used)| json!({ "window_start": rfc3339(*start), "used": used }))
+                .collect(),
+        );
+        map.insert("audit".into(), detail.audit.iter().take(AUDIT_TAIL as usize).map(audit_json).collect());
+    }
+    Ok(axum::Json(body).into_response())
+}
+
+/// `PUT /api/v1/admission/{scope}/{queue}`: full replace (or create), audited.
+pub async fn put<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((scope, queue)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    state.admission_writes.check(&human.human.id)?;
+    let policy = Policy::from_request(&parse_body(&body)?)?;
+    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
+    let actor = PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None };
+    let saved = state.store.set_policy(&identity, &policy, &actor).await?;
+    Ok(axum::Json(admission_json(&saved)).into_response())
+}
+
+/// `DELETE /api/v1/admission/{scope}/{queue}`: 204; the audit history stays readable.
+pub async fn delete<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((scope, queue)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    state.admission_writes.check(&human.human.id)?;
+    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
+    let actor = PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None };
+    state.store.clear_policy(&identity, &actor).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /api/v1/admission/{scope}/{queue}/audit`: who changed it, when, from what to what.
+pub async fn audit<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((scope, queue)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
+    let records = state.store.policy_audit(&identity, AUDIT_MAX).await?;
+    if records.is_empty() {
+        // A queue that never had a policy is as unknown as a foreign one.
+        return Err(ApiError(Error::not_found()));
+    }
+    Ok(axum::Json(json!({ "records": records.iter().map(audit_json).collect::<Vec<_>>() })).into_response())
+}

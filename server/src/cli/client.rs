@@ -1,0 +1,189 @@
+//! The operator CLI's HTTP client: builds operator-API URLs, sends one request with the bearer,
+//! and sorts every outcome into the three the contract distinguishes (ok, refused, usage), plus
+//! "could not ask at all". It must never retry a write: a PUT or DELETE that timed out may have
+//! landed, and the user is the one to decide whether to send it again.
+
+use reqwest::{Method, StatusCode, Url};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A CLI request that has not answered in this long is reported rather than waited on.
+const REQUEST_TIMEOUT_SECONDS: u64 = 30;
+/// Most characters of a non-JSON error body echoed back to the user.
+const RAW_ERROR_ECHO_CHARS_MAX: usize = 200;
+
+/// Why a command did not succeed, one variant per exit status the contract names.
+#[derive(Debug, PartialEq)]
+pub enum Failure {
+    /// Exit 2: the command line or the environment is wrong; nothing was sent.
+    Usage(String),
+    /// Exit 1: the server answered non-2xx; printed `code: message`.
+    Refused { code: String, message: String },
+    /// Exit 1: the server could not be asked, or answered something that is not the API.
+    Trouble(String),
+}
+
+/// The operator API at one base URL, with one bearer.
+pub struct Api {
+    http: reqwest::Client,
+    base: Url,
+    token: String,
+}
+
+impl Api {
+    pub fn new(base: &str, token: &str) -> Result<Api, Failure> {
+        let base = Url::parse(base).map_err(|e| {
+            Failure::Usage(format!("SWITCHBOARD_URL {base:?} is not a URL ({e}); e.g. http://127.0.0.1:8080"))
+        })?;
+        // The binary carries no TLS stack (it serves plain http behind whatever terminates TLS).
+        if base.scheme() != "http" {
+            return Err(Failure::Usage(format!(
+                "SWITCHBOARD_URL {base} must start with http://; this build speaks plain HTTP only \
+                 (reach a TLS endpoint through a local tunnel or proxy)"
+            )));
+        }
+        if base.cannot_be_a_base() {
+            return Err(Failure::Usage(format!("SWITCHBOARD_URL {base} cannot carry API paths")));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(REQUEST_TIMEOUT_SECONDS))
+            .build()
+            .map_err(|e| Failure::Trouble(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(Api { http, base, token: token.to_string() })
+    }
+
+    /// `base/api/v1/<segments…>?<query>`. Each segment is percent-encoded on its own, so a scope
+    /// such as `endpoint:triage-bot` travels as written and nothing in it can change the route.
+    pub fn url(&self, segments: &[&str], query: &[(&str, &str)]) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(["api", "v1"]).extend(segments);
+        }
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        url
+    }
+
+    /// Sends one request; the body of a 2xx answer as text (empty for 204), or why not.
+    pub async fn send(&self, method: Method, url: Url, body: Option<&Value>) -> Result<String, Failure> {
+        let mut request = self.http.request(method.clone(), url.clone()).bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| unreachable_failure(&self.base, &method, &url, &e))?;
+        let status = response.status();
+        let retry_after =
+            response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let text = response
+            .text()
+            .await
+            .map_err(|e| Failure::Trouble(format!("{method} {url}: the answer was cut off: {e}")))?;
+        if status.is_success() { Ok(text) } else { Err(refusal(status, &text, retry_after.as_deref())) }
+    }
+
+    /// Sends one request and parses a JSON answer.
+    pub async fn send_json(&self, method: Method, url: Url, body: Option<&Value>) -> Result<(String, Value), Failure> {
+        let text = self.send(method.clone(), url.clone(), body).await?;
+        let value = serde_json::from_str(&text).map_err(|e| {
+            Failure::Trouble(format!("{method} {url}: the answer is not JSON ({e}); is this switchboard?"))
+        })?;
+        Ok((text, value))
+    }
+}
+
+fn unreachable_failure(base: &Url, method: &Method, url: &Url, error: &reqwest::Error) -> Failure {
+    if error.is_connect() {
+        Failure::Trouble(format!(
+            "cannot reach switchboard at {base}: is `switchboard serve` running there? \
+             (set SWITCHBOARD_URL to its address; {error})"
+        ))
+    } else if error.is_timeout() {
+        Failure::Trouble(format!(
+            "{method} {url}: no answer within {REQUEST_TIMEOUT_SECONDS} s; a write may still have \
+             been applied, so check with `show` before repeating it"
+        ))
+    } else {
+        Failure::Trouble(format!("{method} {url}: {error}"))
+    }
+}
+
+/// A non-2xx answer as `code: message`, from the error envelope `{error, code, ...extras}`.
+/// The offending field and the wait before a retry are extras worth a user's eyes.
+fn refusal(status: StatusCode, text: &str, retry_after: Option<&str>) -> Failure {
+    let envelope: Option<Value> = serde_json::from_str(text).ok();
+    let field = |name: &str| envelope.as_ref().and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_string);
+    let Some(code) = field("code") else {
+        let reason = status.canonical_reason().unwrap_or("error");
+        let echoed: String = text.trim().chars().take(RAW_ERROR_ECHO_CHARS_MAX).collect();
+        let message = if echoed.is_empty() { reason.to_string() } else { format!("{reason}: {echoed}") };
+        return Failure::Refused { code: format!("http_{}", status.as_u16()), message };
+    };
+    let mut message = field("error").unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_string());
+    if let Some(name) = field("field").filter(|name| !message.contains(name.as_str())) {
+        message = format!("{name}: {message}");
+    }
+    if let Some(state) = field("state") {
+        message = format!("{message} (state {state})");
+    }
+    if let Some(seconds) = retry_after {
+        message = format!("{message} (retry after {seconds} s)");
+    }
+    Failure::Refused { code, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(base: &str) -> Api {
+        match Api::new(base, "sbh_test") {
+            Ok(api) => api,
+            Err(failure) => panic!("{failure:?}"),
+        }
+    }
+
+    #[test]
+    fn urls_keep_the_scope_as_written_and_encode_only_what_must_be() {
+        let api = api("http://127.0.0.1:8080");
+        let url = api.url(&["admission", "endpoint:triage-bot", "inbox"], &[]);
+        assert_eq!(url.as_str(), "http://127.0.0.1:8080/api/v1/admission/endpoint:triage-bot/inbox");
+        let url = api.url(&["todos", "td_1/claim?x"], &[("scope", "team:ops"), ("state", "pending")]);
+        assert_eq!(url.as_str(), "http://127.0.0.1:8080/api/v1/todos/td_1%2Fclaim%3Fx?scope=team%3Aops&state=pending");
+    }
+
+    #[test]
+    fn a_base_url_with_a_path_prefix_keeps_it() {
+        let api = api("http://example.test/switchboard/");
+        assert_eq!(api.url(&["admission"], &[]).as_str(), "http://example.test/switchboard/api/v1/admission");
+    }
+
+    #[test]
+    fn https_and_garbage_urls_are_usage_errors() {
+        assert!(matches!(Api::new("https://example.test", "t"), Err(Failure::Usage(_))));
+        assert!(matches!(Api::new("not a url", "t"), Err(Failure::Usage(_))));
+    }
+
+    #[test]
+    fn refusals_read_code_colon_message_with_the_field() {
+        let body = r#"{"error": "\"Mars/Base\" is not a known IANA time zone", "code": "invalid_argument", "field": "window.tz"}"#;
+        assert_eq!(
+            refusal(StatusCode::BAD_REQUEST, body, None),
+            Failure::Refused {
+                code: "invalid_argument".into(),
+                message: "window.tz: \"Mars/Base\" is not a known IANA time zone".into()
+            }
+        );
+        let limited =
+            refusal(StatusCode::TOO_MANY_REQUESTS, r#"{"error": "slow down", "code": "rate_limited"}"#, Some("3"));
+        assert_eq!(
+            limited,
+            Failure::Refused { code: "rate_limited".into(), message: "slow down (retry after 3 s)".into() }
+        );
+        let proxy = refusal(StatusCode::BAD_GATEWAY, "<html>bad gateway</html>", None);
+        assert_eq!(
+            proxy,
+            Failure::Refused { code: "http_502".into(), message: "Bad Gateway: <html>bad gateway</html>".into() }
+        );
+    }
+}

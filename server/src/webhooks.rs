@@ -1,0 +1,129 @@
+//! Webhooks (contract §4): `POST /api/v1/webhooks` registers one with its targets, and
+//! `POST /ingest/{id}` takes a delivery signed per Standard Webhooks (verified by the
+//! `standardwebhooks` crate: HMAC-SHA256 over "id.timestamp.body", constant-time comparison,
+//! 5-minute timestamp tolerance). One delivery fans out to one todo per target queue identity,
+//! each governed only by its own policy (SPEC-0030 REQ-2); a redelivery of the same delivery id
+//! creates nothing and charges nothing (REQ-3). Nothing a delivery carries can change a policy.
+
+use crate::app::AppState;
+use crate::auth::require_human;
+use crate::wire::{ApiError, ApiResult, Args, parse_body, scope_string};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use base64::Engine;
+use models::error::{Code, Error};
+use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::store::Store;
+use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, TITLE_LENGTH_MAX};
+use rand::RngCore;
+use serde_json::{Value, json};
+
+/// Most targets one webhook fans out to.
+const TARGETS_MAX: usize = 50;
+
+/// `POST /api/v1/webhooks {name, targets: [{scope, queue}]}` → `201 {id, ingest_url, secret}`.
+/// Targets must be queues the caller manages (owners and team admins route work).
+pub async fn create<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let body = parse_body(&body)?;
+    let args = Args::object(&body, "body")?;
+    args.only(&["name", "targets"])?;
+    let name = args.str("name")?.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(Error::invalid("name", "name must be 1-100 characters").into());
+    }
+    let Some(targets) =
+        body.get("targets").and_then(Value::as_array).filter(|t| !t.is_empty() && t.len() <= TARGETS_MAX)
+    else {
+        return Err(
+            Error::invalid("targets", format!("targets must list 1-{TARGETS_MAX} {{scope, queue}} objects")).into()
+        );
+    };
+    let mut identities: Vec<QueueIdentity> = Vec::new();
+    for (i, target) in targets.iter().enumerate() {
+        let field = format!("targets[{i}]");
+        let target = Args::object(target, &field)?;
+        let required = |key: &str| {
+            target
+                .opt_str(key)
+                .ok()
+                .flatten()
+                .ok_or_else(|| Error::invalid(&format!("{field}.{key}"), format!("{key} is required")))
+        };
+        let scope = ScopeRef::parse(&format!("{field}.scope"), required("scope")?)?;
+        let queue = required("queue")?;
+        validate_queue_name(&format!("{field}.queue"), queue)?;
+        let owner = state.store.resolve_scope(&human.manages, &scope).await?;
+        let identity = QueueIdentity { owner, queue: queue.to_string() };
+        if !identities.contains(&identity) {
+            identities.push(identity);
+        }
+    }
+    let mut key = [0_u8; 24];
+    rand::rng().fill_bytes(&mut key);
+    let secret = format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(key));
+    let id = state.store.create_webhook(&human.human.id, name, &secret, &identities).await?;
+    tracing::info!(webhook = %id, human = %human.human.id, targets = identities.len(), "webhook registered");
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1:8080");
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({
+            "id": id,
+            "name": name,
+            "ingest_url": format!("http://{host}/ingest/{id}"),
+            "secret": secret,
+            "targets": identities.iter().map(|t| json!({ "scope": scope_string(t), "queue": t.queue })).collect::<Vec<_>>(),
+        })),
+    )
+        .into_response())
+}
+
+/// `POST /ingest/{webhook_id}`: verify, dedup on the delivery id, fan out. `202 {todos, deduped}`.
+pub async fn ingest<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(webhook_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    // An unknown webhook and a bad signature both reveal nothing beyond "not accepted".
+    let refuse = || ApiError(Error::new(Code::Unauthenticated, "the delivery's signature does not verify"));
+    let Some(route) = state.store.webhook_for_ingest_unscoped(&webhook_id).await? else {
+        return Err(ApiError(Error::not_found()));
+    };
+    let verifier = standardwebhooks::Webhook::new(&route.secret).map_err(|_| refuse())?;
+    if let Err(problem) = verifier.verify(&body, &headers) {
+        tracing::info!(webhook = %webhook_id, %problem, "webhook delivery refused");
+        return Err(refuse());
+    }
+    // Verified above, so the header is present and readable.
+    let delivery_id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).ok_or_else(refuse)?.to_string();
+    if delivery_id.is_empty() || delivery_id.len() > 200 {
+        return Err(Error::invalid("webhook-id", "webhook-id must be 1-200 bytes").into());
+    }
+    let payload: Value =
+        serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    let title = payload
+        .get("title")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}: delivery {delivery_id}", route.name));
+    let title: String = title.chars().take(TITLE_LENGTH_MAX).collect();
+    let todos = route
+        .targets
+        .iter()
+        .map(|identity| NewTodo {
+            identity: identity.clone(),
+            title: title.clone(),
+            payload: Some(payload.clone()),
+            idempotency_key: Some(format!("wh:{webhook_id}:{delivery_id}")),
+            max_attempts: MAX_ATTEMPTS_DEFAULT,
+            created_by_kind: CreatedByKind::Ingest,
+            created_by_id: Some(webhook_id.clone()),
+        })
+        .collect();
+    let ingested = state.store.ingest(&webhook_id, &delivery_id, todos).await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "todos": ingested.todo_ids, "deduped": ingested.deduped })))
+        .into_response())
+}

@@ -1,0 +1,411 @@
+//! SPEC-0030 through the real surfaces: the operator API, MCP and webhook ingest of the real
+//! binary on real PostgreSQL. Each test is named after the requirement it proves.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Client, Server, add_human, data_dir};
+
+fn daily(max: i64) -> Value {
+    json!({"max_in_flight": null, "max_claims_per_window": max, "window": {"period": "day", "tz": "UTC", "start": "00:00"}})
+}
+
+struct World {
+    _server: Server,
+    _dir: tempfile::TempDir,
+    db: engine::testing::TestDatabase,
+    client: Client,
+}
+
+impl World {
+    async fn start() -> World {
+        let db = engine::testing::empty_database().await;
+        let dir = data_dir();
+        let server = Server::start(&["--database-url", &db.url], &[], dir.path());
+        let client = Client::new(&server.base);
+        World { _server: server, _dir: dir, db, client }
+    }
+
+    fn human(&self, name: &str) -> String {
+        add_human(name, &["--database-url", &self.db.url]).1
+    }
+
+    async fn put_policy(&self, token: &str, scope: &str, queue: &str, policy: Value) -> (u16, Value) {
+        let response = reqwest::Client::new()
+            .put(format!("{}/api/v1/admission/{scope}/{queue}", self.client.base))
+            .bearer_auth(token)
+            .json(&policy)
+            .send()
+            .await
+            .expect("PUT");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn delete_policy(&self, token: &str, scope: &str, queue: &str) -> (u16, String) {
+        let response = reqwest::Client::new()
+            .delete(format!("{}/api/v1/admission/{scope}/{queue}", self.client.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("DELETE");
+        (response.status().as_u16(), response.text().await.unwrap_or_default())
+    }
+
+    async fn push(&self, token: &str, slug: &str, queue: &str, title: &str) -> String {
+        let (status, body) = self
+            .client
+            .post("/api/v1/todos", token, json!({"scope": format!("endpoint:{slug}"), "queue": queue, "title": title}))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["todo"]["id"].as_str().expect("id").to_string()
+    }
+}
+
+fn slug_key(endpoint: &Value) -> (String, String) {
+    (endpoint["slug"].as_str().expect("slug").to_string(), endpoint["token"].as_str().expect("token").to_string())
+}
+
+// SPEC-0030 REQ-7 "A worker is told to wait, not to poll", "Headroom on a successful claim",
+// "A specific claim in a deferred queue", and status on pending todos, over MCP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req7_claim_responses_over_mcp_carry_admission() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (slug, key) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox"]})).await);
+    let scope = format!("endpoint:{slug}");
+    assert_eq!(world.put_policy(&alice, &scope, "inbox", daily(2)).await.0, 200);
+    for i in 0..5 {
+        world.push(&alice, &slug, "inbox", &format!("t{i}")).await;
+    }
+    let (is_error, first) = world.client.tool(&slug, &key, "claim_next", json!({})).await;
+    assert!(!is_error, "{first}");
+    assert_eq!((first["admission"]["used"].as_i64(), first["admission"]["remaining"].as_i64()), (Some(1), Some(1)));
+    assert!(first["admission"]["window_resets_at"].is_string());
+    world.client.tool(&slug, &key, "claim_next", json!({})).await;
+
+    let (_, empty) = world.client.tool(&slug, &key, "claim_next", json!({})).await;
+    assert_eq!(empty["empty"], true);
+    let deferred = &empty["deferred"][0];
+    assert_eq!(
+        (deferred["queue"].as_str(), deferred["reason"].as_str(), deferred["pending"].as_i64()),
+        (Some("inbox"), Some("window_exhausted"), Some(3))
+    );
+    assert_eq!((deferred["exact"].as_bool(), deferred["next_eligible_at"].is_string()), (Some(true), true));
+
+    let (_, listed) = world.client.tool(&slug, &key, "list_todos", json!({"state": "pending"})).await;
+    let pending = listed["todos"].as_array().expect("todos");
+    assert_eq!(pending.len(), 3);
+    assert!(
+        pending.iter().all(|t| t["admission"]["state"] == "deferred" && t["admission"]["reason"] == "window_exhausted")
+    );
+
+    let waiting = pending[0]["id"].as_str().expect("id");
+    let (is_error, refused) = world.client.tool(&slug, &key, "claim", json!({"id": waiting})).await;
+    assert!(is_error);
+    assert_eq!(
+        (refused["code"].as_str(), refused["reason"].as_str(), refused["queue"].as_str()),
+        (Some("deferred"), Some("window_exhausted"), Some("inbox"))
+    );
+    let (_, after) = world.client.tool(&slug, &key, "get_todo", json!({"id": waiting})).await;
+    assert_eq!((after["state"].as_str(), after["attempt"].as_i64()), (Some("pending"), Some(0)));
+
+    // An empty queue without a policy: empty with no deferred list.
+    let (other_slug, other_key) =
+        slug_key(&world.client.vend(&alice, json!({"name": "idle", "queues": ["quiet"]})).await);
+    let (_, idle) = world.client.tool(&other_slug, &other_key, "claim_next", json!({})).await;
+    assert_eq!(idle, json!({"empty": true}));
+}
+
+// SPEC-0030 REQ-7 "Status is scoped to the caller"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req7_admission_status_is_scoped_to_the_caller() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (slug, key) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox", "lane"]})).await);
+    world.put_policy(&alice, &format!("endpoint:{slug}"), "inbox", json!({"max_in_flight": 3})).await;
+    let (_, listed) = world.client.rpc(&slug, &key, "tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].as_array().expect("tools").iter().any(|t| t["name"] == "admission_status"));
+    let (is_error, status) = world.client.tool(&slug, &key, "admission_status", json!({})).await;
+    assert!(!is_error, "{status}");
+    let queues = status["queues"].as_array().expect("queues");
+    assert_eq!(queues.len(), 2);
+    let inbox = queues.iter().find(|q| q["queue"] == "inbox").expect("inbox");
+    assert_eq!((inbox["status"].as_str(), inbox["policy"]["max_in_flight"].as_i64()), (Some("admitted"), Some(3)));
+    let (is_error, refused) =
+        world.client.tool(&slug, &key, "admission_status", json!({"queue": "someone-elses"})).await;
+    assert!(is_error);
+    assert_eq!(refused["code"], "forbidden");
+    assert_eq!(refused.as_object().map(|o| o.len()), Some(2), "reveals nothing beyond code and message: {refused}");
+}
+
+// SPEC-0030 REQ-10 "By default an agent cannot raise its own ceiling" and "An owner opts an agent in"
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req10_agents_change_budgets_only_when_opted_in_and_only_their_own() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (plain_slug, plain_key) =
+        slug_key(&world.client.vend(&alice, json!({"name": "plain", "queues": ["lane-m"]})).await);
+    let granted = world
+        .client
+        .vend(&alice, json!({"name": "trusted", "queues": ["lane-m"], "verbs": ["claim_next", "set_admission_policy", "clear_admission_policy"]}))
+        .await;
+    let (slug, key) = slug_key(&granted);
+    assert!(granted["verbs"].as_array().expect("verbs").iter().any(|v| v == "set_admission_policy"));
+
+    // Default grant: the verb is neither offered nor accepted, and nothing changes.
+    let (_, tools) = world.client.rpc(&plain_slug, &plain_key, "tools/list", json!({})).await;
+    assert!(!tools["result"]["tools"].as_array().expect("tools").iter().any(|t| t["name"] == "set_admission_policy"));
+    let (is_error, refused) = world
+        .client
+        .tool(&plain_slug, &plain_key, "set_admission_policy", json!({"queue": "lane-m", "policy": daily(50)}))
+        .await;
+    assert!(is_error);
+    assert_eq!(refused["code"], "forbidden");
+    let (status, _) = world.client.get(&format!("/api/v1/admission/endpoint:{plain_slug}/lane-m"), &alice).await;
+    assert_eq!(status, 404, "no policy was created");
+
+    // Opted in: saves on its own queue, audited with the endpoint and its human.
+    let (is_error, saved) =
+        world.client.tool(&slug, &key, "set_admission_policy", json!({"queue": "lane-m", "policy": daily(50)})).await;
+    assert!(!is_error, "{saved}");
+    let (status, audit) = world.client.get(&format!("/api/v1/admission/endpoint:{slug}/lane-m/audit"), &alice).await;
+    assert_eq!(status, 200, "{audit}");
+    let record = &audit["records"][0];
+    assert_eq!(record["actor_endpoint_id"], granted["id"]);
+    assert_eq!(record["actor_human_id"], granted["owner_human_id"]);
+    assert_eq!(record["after"]["max_claims_per_window"], 50);
+    // Naming a queue it does not own: not_found, like one that does not exist.
+    let (is_error, other) =
+        world.client.tool(&slug, &key, "set_admission_policy", json!({"queue": "not-mine", "policy": daily(5)})).await;
+    assert!(is_error);
+    assert_eq!(other["code"], "not_found");
+    // Bad input names the field and changes nothing.
+    let bad = json!({"max_claims_per_window": 5, "window": {"period": "day", "tz": "Mars/Olympus", "start": "00:00"}});
+    let (_, invalid) =
+        world.client.tool(&slug, &key, "set_admission_policy", json!({"queue": "lane-m", "policy": bad})).await;
+    assert_eq!((invalid["code"].as_str(), invalid["field"].as_str()), (Some("invalid_argument"), Some("window.tz")));
+    let (is_error, cleared) =
+        world.client.tool(&slug, &key, "clear_admission_policy", json!({"queue": "lane-m"})).await;
+    assert!(!is_error, "{cleared}");
+}
+
+// SPEC-0030 REQ-10 "Another human's queue is opaque", plus the API's PUT/GET/DELETE/audit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req10_policies_through_the_api_and_foreign_queues_are_opaque() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let bob = world.human("bob");
+    let (slug, _) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["investigations"]})).await);
+    let scope = format!("endpoint:{slug}");
+    let (status, saved) = world.put_policy(&alice, &scope, "investigations", daily(100)).await;
+    assert_eq!(status, 200, "{saved}");
+    assert_eq!(saved["status"]["status"], "admitted");
+    let (status, shown) = world.client.get(&format!("/api/v1/admission/{scope}/investigations"), &alice).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (shown["policy"]["max_claims_per_window"].as_i64(), shown["usage"]["used"].as_i64()),
+        (Some(100), Some(0))
+    );
+    assert_eq!(shown["audit"][0]["action"], "create");
+    let (_, listed) = world.client.get("/api/v1/admission", &alice).await;
+    assert_eq!(listed["policies"].as_array().map(Vec::len), Some(1));
+
+    // Bob: the same 404 for alice's queue as for one that does not exist, on every verb.
+    let foreign =
+        reqwest::get(format!("{}/api/v1/admission/{scope}/investigations", world.client.base)).await.expect("GET");
+    assert_eq!(foreign.status().as_u16(), 401, "no credential");
+    let opaque = |path: String| {
+        let client = world.client.clone();
+        let bob = bob.clone();
+        async move {
+            let response = reqwest::Client::new()
+                .get(format!("{}{path}", client.base))
+                .bearer_auth(&bob)
+                .send()
+                .await
+                .expect("GET");
+            (response.status().as_u16(), response.text().await.unwrap_or_default())
+        }
+    };
+    let seen = opaque(format!("/api/v1/admission/{scope}/investigations")).await;
+    let unknown = opaque("/api/v1/admission/endpoint:no-such-endpoint/investigations".to_string()).await;
+    assert_eq!(seen, unknown);
+    assert_eq!(seen.0, 404);
+    assert_eq!(opaque(format!("/api/v1/admission/{scope}/investigations/audit")).await, unknown);
+    assert_eq!(world.put_policy(&bob, &scope, "investigations", daily(1)).await.0, 404);
+    assert_eq!(world.delete_policy(&bob, &scope, "investigations").await.0, 404);
+    let (_, bobs) = world.client.get("/api/v1/admission", &bob).await;
+    assert_eq!(bobs["policies"], json!([]));
+    let (_, still) = world.client.get(&format!("/api/v1/admission/{scope}/investigations"), &alice).await;
+    assert_eq!(still["policy"]["max_claims_per_window"], 100, "bob changed nothing");
+
+    // Validation names the field; DELETE keeps the audit readable.
+    let (status, invalid) = world.put_policy(&alice, &scope, "investigations", json!({"max_in_flight": 20000})).await;
+    assert_eq!((status, invalid["field"].as_str()), (400, Some("max_in_flight")));
+    assert_eq!(world.delete_policy(&alice, &scope, "investigations").await.0, 204);
+    assert_eq!(world.client.get(&format!("/api/v1/admission/{scope}/investigations"), &alice).await.0, 404);
+    let (status, audit) = world.client.get(&format!("/api/v1/admission/{scope}/investigations/audit"), &alice).await;
+    assert_eq!(status, 200);
+    let actions: Vec<&str> =
+        audit["records"].as_array().expect("records").iter().filter_map(|r| r["action"].as_str()).collect();
+    assert_eq!(actions, vec!["delete", "create"]);
+}
+
+// SPEC-0030 Security Requirements: the per-human write limiter, the 16 KiB PUT cap, headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_limiter_body_cap_and_headers() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (slug, _) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox"]})).await);
+    let scope = format!("endpoint:{slug}");
+    let mut statuses = Vec::new();
+    for max in 0..12 {
+        statuses.push(world.put_policy(&alice, &scope, "inbox", json!({"max_in_flight": max})).await.0);
+    }
+    assert_eq!(&statuses[..10], &[200; 10], "a burst of 10 writes passes");
+    assert_eq!(statuses[10], 429);
+    let response = reqwest::Client::new()
+        .put(format!("{}/api/v1/admission/{scope}/inbox", world.client.base))
+        .bearer_auth(&alice)
+        .json(&json!({"max_in_flight": 1}))
+        .send()
+        .await
+        .expect("PUT");
+    assert_eq!(response.status().as_u16(), 429);
+    assert!(response.headers().get("retry-after").is_some());
+    assert_eq!(response.json::<Value>().await.expect("json")["code"], "rate_limited");
+
+    // Another human has a bucket of their own; an oversized body is 413 before anything runs.
+    let bob = world.human("bob");
+    let padding = "x".repeat(17 * 1024);
+    let response = reqwest::Client::new()
+        .put(format!("{}/api/v1/admission/{scope}/inbox", world.client.base))
+        .bearer_auth(&bob)
+        .header("content-type", "application/json")
+        .body(format!("{{\"max_in_flight\": 1, \"pad\": \"{padding}\"}}"))
+        .send()
+        .await
+        .expect("PUT");
+    assert_eq!(response.status().as_u16(), 413);
+    assert_eq!(response.json::<Value>().await.expect("json")["code"], "payload_too_large");
+
+    for path in ["/healthz", "/api/v1/admission", "/api/v1/nope", "/mcp/nope"] {
+        let response = reqwest::get(format!("{}{path}", world.client.base)).await.expect("GET");
+        let headers = response.headers();
+        assert_eq!(headers.get("x-frame-options").map(|v| v.as_bytes()), Some(&b"DENY"[..]), "{path}");
+        assert_eq!(headers.get("x-content-type-options").map(|v| v.as_bytes()), Some(&b"nosniff"[..]), "{path}");
+        assert!(headers.get("content-security-policy").is_some() && headers.get("referrer-policy").is_some(), "{path}");
+        assert!(headers.get("location").is_none(), "{path}: no redirects");
+    }
+}
+
+fn sign(secret: &str, delivery_id: &str, body: &str) -> reqwest::header::HeaderMap {
+    let timestamp = chrono::Utc::now().timestamp();
+    let signature = standardwebhooks::Webhook::new(secret)
+        .expect("secret")
+        .sign(delivery_id, timestamp, body.as_bytes())
+        .expect("sign");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("webhook-id", delivery_id.parse().expect("header"));
+    headers.insert("webhook-timestamp", timestamp.to_string().parse().expect("header"));
+    headers.insert("webhook-signature", signature.parse().expect("header"));
+    headers.insert("content-type", "application/json".parse().expect("header"));
+    headers
+}
+
+// SPEC-0030 REQ-2 "A fan-out copy is governed by its own endpoint"; REQ-3 "A redelivery is free".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req2_req3_webhook_fan_out_is_charged_per_copy_and_a_redelivery_is_free() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (a_slug, a_key) = slug_key(&world.client.vend(&alice, json!({"name": "a", "queues": ["events"]})).await);
+    let (b_slug, b_key) = slug_key(&world.client.vend(&alice, json!({"name": "b", "queues": ["events"]})).await);
+    world.put_policy(&alice, &format!("endpoint:{a_slug}"), "events", daily(10)).await;
+    let (status, hook) = world
+        .client
+        .post(
+            "/api/v1/webhooks",
+            &alice,
+            json!({"name": "gh", "targets": [{"scope": format!("endpoint:{a_slug}"), "queue": "events"},
+                                              {"scope": format!("endpoint:{b_slug}"), "queue": "events"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{hook}");
+    let (ingest_url, secret) =
+        (hook["ingest_url"].as_str().expect("url").to_string(), hook["secret"].as_str().expect("secret").to_string());
+    let ingest_path = ingest_url.split_once("/ingest/").map(|(_, id)| format!("/ingest/{id}")).expect("path");
+    let body = r#"{"title": "issue 7 opened", "number": 7}"#;
+    let deliver = |delivery: &'static str, secret: String| {
+        let url = format!("{}{ingest_path}", world.client.base);
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .headers(sign(&secret, delivery, body))
+                .body(body)
+                .send()
+                .await
+                .expect("POST");
+            (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (status, first) = deliver("msg_1", secret.clone()).await;
+    assert_eq!(status, 202, "{first}");
+    assert_eq!((first["todos"].as_array().map(Vec::len), first["deduped"].as_bool()), (Some(2), Some(false)));
+    let (status, again) = deliver("msg_1", secret.clone()).await;
+    assert_eq!((status, again["deduped"].as_bool(), &again["todos"]), (202, Some(true), &first["todos"]));
+    assert_eq!(
+        deliver("msg_2", "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into()).await.0,
+        401,
+        "a bad signature is refused"
+    );
+
+    // Each copy is claimed and charged to its own queue identity only.
+    let (_, a_claim) = world.client.tool(&a_slug, &a_key, "claim_next", json!({})).await;
+    assert_eq!(a_claim["todo"]["created_by_kind"], "ingest");
+    assert_eq!(a_claim["admission"]["used"], 1);
+    let (_, b_claim) = world.client.tool(&b_slug, &b_key, "claim_next", json!({})).await;
+    assert!(b_claim["admission"].is_null(), "B's copy has no policy: {b_claim}");
+    // The redelivery created nothing and charged nothing.
+    let (_, shown) = world.client.get(&format!("/api/v1/admission/endpoint:{a_slug}/events"), &alice).await;
+    assert_eq!(shown["usage"]["used"], 1);
+    let (_, a_pending) = world.client.tool(&a_slug, &a_key, "claim_next", json!({})).await;
+    assert_eq!(a_pending, json!({"empty": true}));
+}
+
+// SPEC-0030 REQ-4 "Concurrent claimers cannot exceed the limit", across two server processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn req4_fifty_mcp_claimers_across_two_servers_commit_exactly_ten() {
+    let world = World::start().await;
+    let dir = data_dir();
+    let second = Server::start(&["--database-url", &world.db.url], &[], dir.path());
+    let alice = world.human("alice");
+    let (slug, key) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox"]})).await);
+    world.put_policy(&alice, &format!("endpoint:{slug}"), "inbox", daily(10)).await;
+    for i in 0..50 {
+        world.push(&alice, &slug, "inbox", &format!("t{i}")).await;
+    }
+    let clients = [world.client.clone(), Client::new(&second.base)];
+    let calls: Vec<_> = (0..50)
+        .map(|i| {
+            let (client, slug, key) = (clients[i % 2].clone(), slug.clone(), key.clone());
+            tokio::spawn(async move { client.tool(&slug, &key, "claim_next", json!({})).await })
+        })
+        .collect();
+    let mut claimed = 0;
+    for call in calls {
+        let (is_error, answer) = call.await.expect("join");
+        assert!(!is_error, "{answer}");
+        if answer["empty"] == false {
+            claimed += 1;
+        } else {
+            assert_eq!(answer["deferred"][0]["reason"], "window_exhausted");
+        }
+    }
+    assert_eq!(claimed, 10);
+    let (_, shown) = world.client.get(&format!("/api/v1/admission/endpoint:{slug}/inbox"), &alice).await;
+    assert_eq!(
+        (shown["usage"]["used"].as_i64(), shown["status"]["status"].as_str()),
+        (Some(10), Some("window_exhausted"))
+    );
+}
