@@ -30,36 +30,6 @@ use models::todo::Todo;
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Postgres, Row, Transaction};
 
-/// In-process turns per budgeted queue identity. Budgeted claims of one queue serialise on its
-/// policy row by design; letting every caller wait on that row in PostgreSQL makes each handoff a
-/// context switch among many backends, which on a small machine dominates the lock's hold time.
-/// A `claim_next` caller takes its queue's turn just for the wait on the row, so per replica at
-/// most one backend holds the row and one waits for it; the rest wait here, cheaply. The turn is
-/// an optimisation only: the row lock decides. No deadlock: the turn is released as soon as the
-/// row lock is held, a policy-lock holder never waits for a todo lock or a turn, and named
-/// claims (which hold a todo lock while waiting for the policy) take no turn.
-#[derive(Debug, Default)]
-pub(crate) struct Turns {
-    queues: std::sync::Mutex<std::collections::BTreeMap<QueueIdentity, std::sync::Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// Queue identities whose turns are remembered before idle ones are forgotten.
-const TURNS_REMEMBERED_MAX: usize = 10_000;
-
-impl Turns {
-    async fn take(&self, identity: &QueueIdentity) -> tokio::sync::OwnedMutexGuard<()> {
-        let turn = {
-            let mut queues = self.queues.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if queues.len() >= TURNS_REMEMBERED_MAX {
-                // Forget turns nobody holds or waits for; a forgotten one is simply made anew.
-                queues.retain(|_, turn| std::sync::Arc::strong_count(turn) > 1);
-            }
-            queues.entry(identity.clone()).or_default().clone()
-        };
-        turn.lock_owned().await
-    }
-}
-
 /// A candidate locked by step 1. `claim` names a todo that may not be claimable, so it carries
 /// the locked row to check at the clock of step 4; `claim_next` picked a claimable one, and
 /// claimability only grows with time (a lease stays lapsed, a retry stays due).
@@ -224,16 +194,8 @@ impl PgStore {
         candidate: &Candidate,
         lease_seconds: i64,
     ) -> Result<Admission> {
-        // 2–3. The policy, locked; none → the base claim, taking no admission lock. A
-        // `claim_next` caller waits for the row in its queue's turn (see `Turns`); a named claim
-        // holds its todo's lock already and takes no turn.
-        let turn = match candidate.named {
-            None => Some(self.turns.take(&candidate.identity).await),
-            Some(_) => None,
-        };
-        let locked = lock_policy(tx, &candidate.identity).await;
-        drop(turn);
-        let locked = match locked {
+        // 2–3. The policy, locked; none → the base claim, taking no admission lock.
+        let locked = match lock_policy(tx, &candidate.identity).await {
             Ok(locked) => locked,
             Err(error) => {
                 // REQ-9: a policy that cannot be read refuses this candidate, and only it.

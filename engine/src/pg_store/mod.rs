@@ -55,9 +55,6 @@ pub struct PgStore {
     counters: Arc<Counters>,
     /// The lease reaper's tick, for the in-flight hint of REQ-6.
     reaper_interval: Duration,
-    /// One turn per budgeted queue identity for this process's `claim_next` callers (see
-    /// `claim::Turns`): at most one backend per replica waits on a policy row lock.
-    turns: Arc<claim::Turns>,
     /// Always true in production. Only the benchmark turns it off, to measure the base claim
     /// path without the policy lookup against the same path with it.
     admission_lookup: bool,
@@ -98,7 +95,6 @@ impl PgStore {
             pool,
             clock,
             counters: Arc::default(),
-            turns: Arc::default(),
             reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
         }
