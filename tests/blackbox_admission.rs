@@ -409,3 +409,33 @@ async fn req4_fifty_mcp_claimers_across_two_servers_commit_exactly_ten() {
         (Some(10), Some("window_exhausted"))
     );
 }
+
+// The OpenAPI document is kept in sync: every documented operation is routed, and every one but
+// the document itself refuses a caller without credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_documents_every_operation_and_each_is_served() {
+    let world = World::start().await;
+    let response = reqwest::get(format!("{}/api/v1/openapi.json", world.client.base)).await.expect("GET");
+    assert_eq!(response.status().as_u16(), 200);
+    let document: Value = response.json().await.expect("json");
+    assert_eq!(document["openapi"], "3.1.0");
+    let paths = document["paths"].as_object().expect("paths");
+    assert!(paths.len() >= 10, "{paths:?}");
+    for (path, operations) in paths {
+        let concrete = path
+            .replace("{scope}", "endpoint:x")
+            .replace("{queue}", "q")
+            .replace("{id}", "td_x")
+            .replace("{action}", "claim");
+        for method in operations.as_object().expect("operations").keys() {
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+            let response = reqwest::Client::new()
+                .request(method.clone(), format!("{}{concrete}", world.client.base))
+                .send()
+                .await
+                .expect("call");
+            let expected = if path == "/api/v1/openapi.json" { 200 } else { 401 };
+            assert_eq!(response.status().as_u16(), expected, "{method} {path}");
+        }
+    }
+}

@@ -61,6 +61,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         )
         .route("/api/v1/admission/{scope}/{queue}/audit", get(admission_api::audit::<S>))
         .route("/api/v1/webhooks", post(webhooks::create::<S>))
+        .route("/api/v1/openapi.json", get(crate::openapi::serve))
         .route("/ingest/{webhook_id}", post(webhooks::ingest::<S>))
         .route("/mcp/{slug}", post(mcp::handle::<S>))
         .fallback(|| async { crate::wire::ApiError(Error::not_found()) })

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod database;
 pub mod mcp;
 pub mod metrics;
+pub mod openapi;
 pub mod serve;
 pub mod webhooks;
 pub mod wire;
