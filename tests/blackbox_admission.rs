@@ -439,3 +439,35 @@ async fn openapi_documents_every_operation_and_each_is_served() {
         }
     }
 }
+
+// Issue: auth. A signed-in human mints more operator tokens; each works on the API and never on
+// MCP; teams list with the caller's role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minted_tokens_work_on_the_api_only_and_teams_show_roles() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (status, minted) = world.client.post("/api/v1/tokens", &alice, json!({"label": "laptop"})).await;
+    assert_eq!(status, 201, "{minted}");
+    let token = minted["token"].as_str().expect("token").to_string();
+    assert!(token.starts_with("sbh_") && token != alice);
+    let (status, _) = world.client.get("/api/v1/endpoints", &token).await;
+    assert_eq!(status, 200);
+    let (slug, _) = slug_key(&world.client.vend(&token, json!({"name": "w", "queues": ["inbox"]})).await);
+    assert_eq!(
+        world.client.rpc(&slug, &token, "tools/list", json!({})).await.0,
+        401,
+        "an operator token is not an MCP credential"
+    );
+    let (status, invalid) = world.client.post("/api/v1/tokens", &alice, json!({"label": "x".repeat(101)})).await;
+    assert_eq!((status, invalid["field"].as_str()), (400, Some("label")));
+
+    let team =
+        support::run(&["admin", "team", "add", "core", "--owner", "alice", "--database-url", &world.db.url], &[]);
+    assert_eq!(team.0, 0, "{}", team.2);
+    let (status, teams) = world.client.get("/api/v1/teams", &token).await;
+    assert_eq!(status, 200);
+    assert_eq!((teams["teams"][0]["name"].as_str(), teams["teams"][0]["role"].as_str()), (Some("core"), Some("owner")));
+    let bob = world.human("bob");
+    let (_, bobs) = world.client.get("/api/v1/teams", &bob).await;
+    assert_eq!(bobs["teams"], json!([]));
+}

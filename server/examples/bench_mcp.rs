@@ -1,0 +1,138 @@
+//! `ci/bench-mcp`: claim latency through MCP (JSON-RPC over HTTP) at 16 concurrent agents, next
+//! to the same loop calling the engine directly, on a throwaway PostgreSQL (fsync off).
+//! Each agent loops `claim_next` then `complete` for a fixed time on one queue without a policy
+//! and on one with a budget that never binds. A benchmark: it prints, it asserts nothing.
+//! Usage: cargo run --release -p server --example bench_mcp [-- SECONDS]
+
+use engine::pg_store::{hash_token, new_token};
+use engine::{PgStore, PoolSettings};
+use models::admission::Policy;
+use models::identity::QueueIdentity;
+use models::scope::Actor;
+use models::store::{AgentLookup, ClaimNext, NewEndpoint, PolicyActor, Store, SystemClock};
+use serde_json::{Value, json};
+use server::app::{AppState, router};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const AGENTS: usize = 16;
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+    println!("bench-mcp: {AGENTS} concurrent agents, {seconds} s per run, throwaway PostgreSQL (fsync off)");
+    for budgeted in [false, true] {
+        for through_mcp in [false, true] {
+            let (claims, p50, p99) = run(budgeted, through_mcp, Duration::from_secs(seconds)).await;
+            println!(
+                "{:<10} {:<8} {:>7.0} claims/s   claim p50 {:>6.2} ms   p99 {:>7.2} ms",
+                if budgeted { "budgeted" } else { "no policy" },
+                if through_mcp { "MCP" } else { "engine" },
+                claims,
+                p50,
+                p99
+            );
+        }
+    }
+}
+
+async fn run(budgeted: bool, through_mcp: bool, duration: Duration) -> (f64, f64, f64) {
+    let db = engine::testing::fresh_database().await;
+    let settings = PoolSettings { connections_max: AGENTS as u32 + 8, acquire_timeout: Duration::from_secs(30) };
+    let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
+    let (_, token) = store.bootstrap_human("bench", false).await.expect("human");
+    let human = store.human_by_token(&hash_token(&token)).await.expect("lookup").expect("human");
+    let key = new_token("sbk_");
+    let endpoint = store
+        .vend_endpoint(NewEndpoint {
+            name: "bench".into(),
+            owner_human_id: Some(human.human.id.clone()),
+            owner_team_id: None,
+            own_queues: vec!["work".into()],
+            team_queues: vec![],
+            verbs: vec!["claim_next".into(), "complete".into()],
+            token_hash: hash_token(&key),
+            created_by_human_id: None,
+        })
+        .await
+        .expect("vend");
+    if budgeted {
+        let policy = Policy::from_request(&json!({"max_in_flight": 10000, "max_claims_per_window": 1_000_000,
+            "window": {"period": "hour", "tz": "UTC", "start": "00:00"}}))
+        .expect("policy");
+        let nobody = PolicyActor { human_id: None, endpoint_id: None };
+        store.set_policy(&QueueIdentity::endpoint(&endpoint.id, "work"), &policy, &nobody).await.expect("policy");
+    }
+    sqlx::query(
+        "INSERT INTO todos (id, endpoint_id, queue, title, created_by_kind, created_at, updated_at) \
+         SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, 'work', 'bench', 'system', \
+                now() + make_interval(secs => n / 1000.0), now() FROM generate_series(1, 40000) AS n",
+    )
+    .bind(&endpoint.id)
+    .execute(store.pool())
+    .await
+    .expect("todos");
+    sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
+    let AgentLookup::Found(scope) = store.agent_by_token(&endpoint.slug, &hash_token(&key)).await.expect("agent")
+    else {
+        panic!("agent lookup");
+    };
+    let (actor, granted) = (Actor::Agent((*scope).clone()), scope.granted.clone());
+
+    let base = if through_mcp {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let app = router(AppState::new(store.clone()));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Some(format!("http://{address}/mcp/{}", endpoint.slug))
+    } else {
+        None
+    };
+    let deadline = Instant::now() + duration;
+    let agents: Vec<_> = (0..AGENTS)
+        .map(|_| {
+            let (store, actor, granted, base, key) = (store.clone(), actor.clone(), granted.clone(), base.clone(), key.clone());
+            tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                let call = |name: &'static str, arguments: Value| {
+                    let (http, base, key) = (http.clone(), base.clone().unwrap_or_default(), key.clone());
+                    async move {
+                        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+                        let answer: Value = http.post(base).bearer_auth(key).json(&body).send().await.expect("post").json().await.expect("json");
+                        answer["result"]["structuredContent"].clone()
+                    }
+                };
+                let mut latencies = Vec::new();
+                while Instant::now() < deadline {
+                    let started = Instant::now();
+                    let id = if base.is_some() {
+                        let claimed = call("claim_next", json!({})).await;
+                        latencies.push(started.elapsed());
+                        claimed["todo"]["id"].as_str().expect("claimed").to_string()
+                    } else {
+                        let ClaimNext::Claimed(claimed) = store.claim_next(&actor, &granted, 300).await.expect("claim") else {
+                            panic!("ran dry")
+                        };
+                        latencies.push(started.elapsed());
+                        claimed.todo.id
+                    };
+                    if base.is_some() {
+                        call("complete", json!({"id": id})).await;
+                    } else {
+                        store.complete(&actor, &id, None).await.expect("complete");
+                    }
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies: Vec<Duration> = Vec::new();
+    for agent in agents {
+        latencies.extend(agent.await.expect("join"));
+    }
+    store.pool().close().await;
+    engine::testing::drop_database(&db).await;
+    latencies.sort();
+    let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
+    (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
+}
