@@ -19,6 +19,10 @@ pub struct Snapshot {
     pub completed: BTreeMap<(String, String), u64>,
     pub charged: BTreeMap<String, u64>,
     pub refusals: BTreeMap<(String, Reason), u64>,
+    /// Intake refusals (`queue_full`) by (queue, source).
+    pub intake_refusals: BTreeMap<(String, String), u64>,
+    /// Owner cancellations by (queue, action), action `remove` or `clear`.
+    pub discarded: BTreeMap<(String, String), u64>,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +57,16 @@ impl Counters {
 
     pub fn refused(&self, queue: &str, reason: Reason) {
         self.with(|c| *c.refusals.entry((queue.to_string(), reason)).or_default() += 1);
+    }
+
+    pub fn intake_refused(&self, queue: &str, source: &str) {
+        self.with(|c| *c.intake_refusals.entry((queue.to_string(), source.to_string())).or_default() += 1);
+    }
+
+    pub fn discarded(&self, queue: &str, action: &str, count: u64) {
+        if count > 0 {
+            self.with(|c| *c.discarded.entry((queue.to_string(), action.to_string())).or_default() += count);
+        }
     }
 
     pub fn snapshot(&self) -> Snapshot {

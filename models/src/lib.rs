@@ -5,6 +5,7 @@
 //! reference model so the two cannot drift. Must never depend on Postgres, tokio or axum.
 
 pub mod admission;
+pub mod capacity;
 pub mod counters;
 pub mod error;
 pub mod identity;

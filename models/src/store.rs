@@ -304,6 +304,36 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = Result<Vec<AuditRecord>>> + Send;
 
+    // Intake capacity and owner cancellation (intake-capacity.md).
+    /// The effective intake capacity and its source.
+    fn queue_capacity(&self) -> impl Future<Output = Result<crate::capacity::Capacity>> + Send;
+    /// Persists the install setting (`conflict` while the environment locks it).
+    fn set_queue_capacity(
+        &self,
+        max_pending: i64,
+        by_human_id: &str,
+    ) -> impl Future<Output = Result<crate::capacity::Capacity>> + Send;
+    /// Removes one pending todo of `identity` (any provenance): `not_found` if it is not a todo of
+    /// that identity, `not_pending` with its state otherwise.
+    fn discard_todo(
+        &self,
+        identity: &QueueIdentity,
+        id: &str,
+        by: &PolicyActor,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Removes every pending todo of `identity`, deferred ones included; the exact count.
+    fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> impl Future<Output = Result<u64>> + Send;
+    /// Edits a pending todo's title/payload: only the human who created it.
+    fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> impl Future<Output = Result<Todo>> + Send;
+    /// Deletes an endpoint the human manages, with its todos, pending and claimed (purge).
+    fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> impl Future<Output = Result<()>> + Send;
+
     // Background sweeps: system work, exempt from scoping, reading nothing out to anyone.
     fn reap_lapsed_leases(&self) -> impl Future<Output = Result<SweepReport>> + Send;
     fn requeue_due_retries(&self) -> impl Future<Output = Result<u64>> + Send;

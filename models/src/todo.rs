@@ -28,6 +28,8 @@ pub enum TodoState {
     Claimed,
     Done,
     Failed,
+    /// Removed by its owner while pending (terminal; keeps its dedup slot).
+    Discarded,
 }
 
 impl TodoState {
@@ -37,6 +39,7 @@ impl TodoState {
             TodoState::Claimed => "claimed",
             TodoState::Done => "done",
             TodoState::Failed => "failed",
+            TodoState::Discarded => "discarded",
         }
     }
 
@@ -46,7 +49,8 @@ impl TodoState {
             "claimed" => Ok(TodoState::Claimed),
             "done" => Ok(TodoState::Done),
             "failed" => Ok(TodoState::Failed),
-            _ => Err(Error::invalid(field, format!("{field} must be pending, claimed, done or failed"))),
+            "discarded" => Ok(TodoState::Discarded),
+            _ => Err(Error::invalid(field, format!("{field} must be pending, claimed, done, failed or discarded"))),
         }
     }
 }
@@ -125,7 +129,7 @@ impl Todo {
                 self.lease_expires_at.is_some_and(|lease| lease < now) && self.attempt < self.max_attempts
             }
             TodoState::Failed => self.next_retry_at.is_some_and(|due| due <= now) && self.attempt < self.max_attempts,
-            TodoState::Done => false,
+            TodoState::Done | TodoState::Discarded => false,
         }
     }
 

@@ -2,13 +2,13 @@
 //! simulation runs the very same router on the reference model.
 
 use crate::admission_api::{self, WriteLimiter};
-use crate::{api, mcp, webhooks};
+use crate::{api, intake_api, mcp, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use models::error::{Code, Error};
 use models::store::Store;
 use std::sync::Arc;
@@ -46,8 +46,17 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .route("/healthz", get(healthz::<S>))
         .route("/metrics", get(crate::metrics::scrape::<S>))
         .route("/api/v1/endpoints", post(api::vend::<S>).get(api::list_endpoints::<S>))
+        .route("/api/v1/endpoints/{reference}", delete(intake_api::delete_endpoint::<S>))
         .route("/api/v1/todos", post(api::push_todo::<S>).get(api::list_todos::<S>))
-        .route("/api/v1/todos/{id}", get(api::show_todo::<S>))
+        .route("/api/v1/todos/{id}", get(api::show_todo::<S>).patch(intake_api::edit::<S>))
+        .route("/api/v1/queues/{scope}/{queue}/clear", post(intake_api::clear::<S>))
+        .route("/api/v1/queues/{scope}/{queue}/todos/{id}", delete(intake_api::remove::<S>))
+        .route(
+            "/api/v1/system/queue-capacity",
+            get(intake_api::show_capacity::<S>)
+                .patch(intake_api::set_capacity::<S>)
+                .layer(DefaultBodyLimit::max(admission_api::POLICY_BODY_LIMIT_BYTES)),
+        )
         .route("/api/v1/todos/{id}/{action}", post(api::todo_action::<S>))
         .route("/api/v1/tokens", post(api::mint_token::<S>))
         .route("/api/v1/teams", get(api::list_teams::<S>))

@@ -196,6 +196,16 @@ fn tool_catalog() -> Vec<(&'static str, &'static str, Value)> {
                 "window": { "type": ["object", "null"] } } } }, "required": ["queue", "policy"], "additionalProperties": false }),
         ),
         (
+            "discard_todo",
+            "Remove one pending todo of one of your own queues, whatever created it. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue, "id": id }, "required": ["queue", "id"], "additionalProperties": false }),
+        ),
+        (
+            "clear_queue",
+            "Remove every pending todo of one of your own queues. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue }, "required": ["queue"], "additionalProperties": false }),
+        ),
+        (
             "clear_admission_policy",
             "Remove the admission policy of one of your own queues. Only when your owner opted you in.",
             json!({ "type": "object", "properties": { "queue": queue }, "required": ["queue"], "additionalProperties": false }),
@@ -323,6 +333,23 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
                 "policy": saved.policy.as_ref().map_or(Value::Null, Policy::to_json),
                 "status": status_json(&saved.status),
             }))
+        }
+        // Owner cancellation for agents (intake-capacity.md): opt-in verbs only, on queues the
+        // endpoint manages (else not_found); claimed work is never touched.
+        "discard_todo" | "clear_queue" => {
+            let known: &[&str] = if name == "discard_todo" { &["queue", "id"] } else { &["queue"] };
+            args.only(known)?;
+            let identity = agent.managed_queue(args.str("queue")?)?;
+            let by = PolicyActor {
+                human_id: agent.acting_for_human_id.clone(),
+                endpoint_id: Some(agent.endpoint_id.clone()),
+            };
+            if name == "discard_todo" {
+                store.discard_todo(&identity, args.str("id")?, &by).await?;
+                return Ok(json!({ "queue": identity.queue, "removed": 1 }));
+            }
+            let removed = store.clear_queue(&identity, &by).await?;
+            Ok(json!({ "queue": identity.queue, "removed": removed }))
         }
         "admission_status" => {
             args.only(&["queue"])?;

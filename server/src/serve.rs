@@ -23,8 +23,13 @@ pub struct ServeOptions {
 pub async fn run(options: ServeOptions) -> Result<(), String> {
     let target = database::resolve(options.database_url, &options.data_dir).await?;
     let settings = PoolSettings { connections_max: options.pool_connections_max, ..PoolSettings::default() };
+    let (intake_env, warning) =
+        models::capacity::parse_env(std::env::var(models::capacity::CAPACITY_ENV).ok().as_deref());
+    if let Some(warning) = warning {
+        tracing::warn!("{warning}");
+    }
     let store = match PgStore::connect(target.url(), settings, Arc::new(SystemClock)).await {
-        Ok(store) => store,
+        Ok(store) => store.with_intake_env(intake_env).with_reaper_interval(options.reaper_interval),
         Err(error) => {
             stop_embedded(target).await;
             return Err(format!("cannot connect to the database: {error}"));

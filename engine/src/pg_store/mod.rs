@@ -24,6 +24,7 @@ macro_rules! or_rollback {
 
 mod admission;
 mod claim;
+mod intake;
 mod lifecycle;
 mod principals;
 mod store_impl;
@@ -55,6 +56,8 @@ pub struct PgStore {
     counters: Arc<Counters>,
     /// The lease reaper's tick, for the in-flight hint of REQ-6.
     reaper_interval: Duration,
+    /// What `SWITCHBOARD_QUEUE_MAX_PENDING` said at startup (intake capacity).
+    intake_env: models::capacity::CapacityEnv,
     /// Always true in production. Only the benchmark turns it off, to measure the base claim
     /// path without the policy lookup against the same path with it.
     admission_lookup: bool,
@@ -97,12 +100,19 @@ impl PgStore {
             counters: Arc::default(),
             reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
+            intake_env: models::capacity::CapacityEnv::Unset,
         }
     }
 
     /// The reaper tick the in-flight hint adds to the earliest lease expiry.
     pub fn with_reaper_interval(mut self, interval: Duration) -> PgStore {
         self.reaper_interval = interval;
+        self
+    }
+
+    /// The intake capacity the environment imposes (and locks), parsed once at startup.
+    pub fn with_intake_env(mut self, env: models::capacity::CapacityEnv) -> PgStore {
+        self.intake_env = env;
         self
     }
 

@@ -144,6 +144,36 @@ impl Store for PgStore {
         self.prune_usage_tx().await
     }
 
+    async fn queue_capacity(&self) -> Result<models::capacity::Capacity> {
+        self.queue_capacity_tx().await
+    }
+
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<models::capacity::Capacity> {
+        self.set_queue_capacity_tx(max_pending, by_human_id).await
+    }
+
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        self.discard_todo_tx(identity, id, by).await
+    }
+
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.clear_queue_tx(identity, by).await
+    }
+
+    async fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        self.edit_todo_tx(human, id, title, payload).await
+    }
+
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        self.delete_endpoint_tx(human, endpoint).await
+    }
+
     async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
         self.reap_tx().await
     }

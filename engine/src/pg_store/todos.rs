@@ -3,9 +3,9 @@
 //! Creation dedups on the idempotency key among live rows of the same queue identity: the
 //! partial unique indexes decide under concurrency, and the loser reads the winner's row.
 
-use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, identity_arrays, identity_filter};
+use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays, identity_filter};
 use chrono::{DateTime, Utc};
-use models::error::{Error, Result};
+use models::error::{Code, Error, Result};
 use models::scope::Actor;
 use models::scope::Reach;
 use models::store::{TodoQuery, TodoSet};
@@ -19,23 +19,47 @@ impl PgStore {
     pub(crate) async fn create_todo_tx(&self, new: NewTodo) -> Result<Created> {
         new.validate()?;
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
-        let created = self.create_in(&mut conn, &new, None).await?;
-        if !created.deduped {
-            self.counters.created(&created.todo.identity.queue, created.todo.created_by_kind.as_str());
+        let capacity = self.capacity_on(&mut conn).await?.effective;
+        let created = if capacity == 0 {
+            // Unlimited: no intake lock, no count.
+            self.create_in(&mut conn, &new, None, 0).await
+        } else {
+            drop(conn);
+            let mut tx = self.begin().await?;
+            let outcome = self.create_in(&mut tx, &new, None, capacity).await;
+            finish(tx, outcome).await
+        };
+        match &created {
+            Ok(created) if !created.deduped => {
+                self.counters.created(&created.todo.identity.queue, created.todo.created_by_kind.as_str())
+            }
+            Err(error) if error.code == Code::QueueFull => {
+                self.counters.intake_refused(&new.identity.queue, new.created_by_kind.as_str())
+            }
+            _ => {}
         }
-        Ok(created)
+        created
     }
 
     /// Inserts a todo on `conn` (a pooled connection, or a transaction's), deduping on the
     /// idempotency key among live rows. `now` is the transaction's instant when the caller has
-    /// one; otherwise the clock of record.
+    /// one; otherwise the clock of record. With a `capacity` (> 0), `conn` must be inside a
+    /// transaction: a dedup hit is answered first and never capped, then the intake lock and
+    /// the count decide.
     pub(crate) async fn create_in(
         &self,
         conn: &mut PgConnection,
         new: &NewTodo,
         now: Option<DateTime<Utc>>,
+        capacity: i64,
     ) -> Result<Created> {
         let now = now.or_else(|| self.now_param());
+        if capacity > 0 {
+            if let Some(existing) = self.live_duplicate(conn, new).await? {
+                return Ok(Created { todo: existing, deduped: true });
+            }
+            self.check_intake(conn, &new.identity, capacity).await?;
+        }
         for _ in 0..DEDUP_RETRIES_MAX {
             let inserted: Option<TodoRow> = sqlx::query_as(composed_sql!(
                 "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
@@ -62,27 +86,36 @@ impl PgStore {
             if let Some(row) = inserted {
                 return Ok(Created { todo: row.into_todo()?, deduped: false });
             }
-            let Some(key) = &new.idempotency_key else {
+            if new.idempotency_key.is_none() {
                 return Err(Error::internal("insert without an idempotency key conflicted"));
-            };
-            let existing: Option<TodoRow> = sqlx::query_as(composed_sql!(
-                "SELECT {TODO_COLUMNS} FROM todos t \
-                 WHERE t.endpoint_id IS NOT DISTINCT FROM $1 AND t.team_id IS NOT DISTINCT FROM $2 \
-                   AND t.queue = $3 AND t.idempotency_key = $4 \
-                   AND t.state <> 'done' AND (t.state <> 'failed' OR t.next_retry_at IS NOT NULL)"
-            ))
-            .bind(new.identity.endpoint_id())
-            .bind(new.identity.team_id())
-            .bind(&new.identity.queue)
-            .bind(key)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_error)?;
-            if let Some(row) = existing {
-                return Ok(Created { todo: row.into_todo()?, deduped: true });
+            }
+            if let Some(existing) = self.live_duplicate(conn, new).await? {
+                return Ok(Created { todo: existing, deduped: true });
             }
         }
         Err(Error::unavailable("the todo could not be created; try again"))
+    }
+
+    /// The live todo (not done, not dead-lettered; discarded ones keep their slot) holding
+    /// `new`'s idempotency key in its queue identity, if any.
+    async fn live_duplicate(&self, conn: &mut PgConnection, new: &NewTodo) -> Result<Option<Todo>> {
+        let Some(key) = &new.idempotency_key else {
+            return Ok(None);
+        };
+        let existing: Option<TodoRow> = sqlx::query_as(composed_sql!(
+            "SELECT {TODO_COLUMNS} FROM todos t \
+             WHERE t.endpoint_id IS NOT DISTINCT FROM $1 AND t.team_id IS NOT DISTINCT FROM $2 \
+               AND t.queue = $3 AND t.idempotency_key = $4 \
+               AND t.state <> 'done' AND (t.state <> 'failed' OR t.next_retry_at IS NOT NULL)"
+        ))
+        .bind(new.identity.endpoint_id())
+        .bind(new.identity.team_id())
+        .bind(&new.identity.queue)
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_error)?;
+        existing.map(TodoRow::into_todo).transpose()
     }
 
     pub(crate) async fn list_todos_tx(&self, query: TodoQuery) -> Result<Vec<Todo>> {

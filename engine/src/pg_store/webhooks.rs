@@ -86,6 +86,7 @@ impl PgStore {
         let mut tx = self.begin().await?;
         let outcome = async {
             let now = self.clock_after_lock(&mut tx).await?;
+            let capacity = self.capacity_on(&mut tx).await?.effective;
             // The delivery id decides under concurrency: the first insert wins, a redelivery
             // (even one racing the first) reads the winner's todos.
             let recorded = sqlx::query(
@@ -110,8 +111,11 @@ impl PgStore {
                 return Ok((Ingested { todo_ids, deduped: true }, vec![]));
             }
             let mut created = Vec::new();
+            // Each copy is capped against its own queue identity; one full copy refuses the
+            // whole delivery, and the rollback leaves its delivery id unrecorded so the
+            // provider's retry is admitted later.
             for todo in todos {
-                let made = self.create_in(&mut tx, &todo, Some(now)).await?;
+                let made = self.create_in(&mut tx, &todo, Some(now), capacity).await?;
                 created.push(made);
             }
             let todo_ids: Vec<String> = created.iter().map(|c| c.todo.id.clone()).collect();
@@ -125,7 +129,17 @@ impl PgStore {
             Ok((Ingested { todo_ids, deduped: false }, created))
         }
         .await;
-        let (ingested, created) = finish(tx, outcome).await?;
+        let (ingested, created) = match finish(tx, outcome).await {
+            Ok(done) => done,
+            Err(error) => {
+                if error.code == models::error::Code::QueueFull
+                    && let Some(queue) = error.extras.get("queue").and_then(serde_json::Value::as_str)
+                {
+                    self.counters.intake_refused(queue, "ingest");
+                }
+                return Err(error);
+            }
+        };
         for made in created.iter().filter(|c| !c.deduped) {
             self.counters.created(&made.todo.identity.queue, made.todo.created_by_kind.as_str());
         }

@@ -1,0 +1,117 @@
+//! Owner cancellation and intake capacity on the operator API (intake-capacity.md):
+//! `POST /api/v1/queues/{scope}/{queue}/clear`, `DELETE /api/v1/queues/{scope}/{queue}/todos/{id}`,
+//! `GET | PATCH /api/v1/system/queue-capacity`, `PATCH /api/v1/todos/{id}` (editing, governed
+//! by provenance) and `DELETE /api/v1/endpoints/{ref}` (purge).
+//!
+//! Cancellation is for the queue identity's owner scope, the same people who manage its
+//! admission policy; anyone else gets the same 404 as for a queue that does not exist.
+
+use crate::app::AppState;
+use crate::auth::require_human;
+use crate::wire::{ApiResult, Args, parse_body, todo_json};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use models::capacity::Capacity;
+use models::error::{Code, Error, Result};
+use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::scope::HumanScope;
+use models::store::{PolicyActor, Store};
+use serde_json::{Value, json};
+
+async fn managed<S: Store>(store: &S, human: &HumanScope, scope: &str, queue: &str) -> Result<QueueIdentity> {
+    let scope = ScopeRef::parse("scope", scope)?;
+    validate_queue_name("queue", queue)?;
+    let owner = store.resolve_scope(&human.manages, &scope).await?;
+    Ok(QueueIdentity { owner, queue: queue.to_string() })
+}
+
+fn by(human: &HumanScope) -> PolicyActor {
+    PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None }
+}
+
+/// `POST /api/v1/queues/{scope}/{queue}/clear` → `{removed: N}`.
+pub async fn clear<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((scope, queue)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let identity = managed(&state.store, &human, &scope, &queue).await?;
+    let removed = state.store.clear_queue(&identity, &by(&human)).await?;
+    tracing::info!(queue = %identity, removed, human = %human.human.id, "queue cleared");
+    Ok(axum::Json(json!({ "removed": removed })).into_response())
+}
+
+/// `DELETE /api/v1/queues/{scope}/{queue}/todos/{id}` → 204, or 409 `not_pending` with `state`.
+pub async fn remove<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((scope, queue, id)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let identity = managed(&state.store, &human, &scope, &queue).await?;
+    state.store.discard_todo(&identity, &id, &by(&human)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+fn capacity_json(capacity: &Capacity) -> Value {
+    json!({
+        "setting": { "max_pending_per_queue": capacity.setting },
+        "effective": { "max_pending_per_queue": capacity.effective, "source": capacity.source, "locked": capacity.locked },
+    })
+}
+
+/// `GET /api/v1/system/queue-capacity`: any signed-in human.
+pub async fn show_capacity<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
+    require_human(&state.store, &headers).await?;
+    Ok(axum::Json(capacity_json(&state.store.queue_capacity().await?)).into_response())
+}
+
+/// `PATCH /api/v1/system/queue-capacity {max_pending_per_queue}`: instance admins only.
+pub async fn set_capacity<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    if !human.human.instance_admin {
+        return Err(Error::new(Code::Forbidden, "only an instance admin may change the queue capacity").into());
+    }
+    let body = parse_body(&body)?;
+    let args = Args::object(&body, "body")?;
+    args.only(&["max_pending_per_queue"])?;
+    let max = args
+        .opt_i64("max_pending_per_queue")?
+        .ok_or_else(|| Error::invalid("max_pending_per_queue", "max_pending_per_queue is required"))?;
+    let capacity = state.store.set_queue_capacity(max, &human.human.id).await?;
+    Ok(axum::Json(capacity_json(&capacity)).into_response())
+}
+
+/// `PATCH /api/v1/todos/{id} {title?, payload?}`: only the human who created a pending todo.
+pub async fn edit<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let body = parse_body(&body)?;
+    let args = Args::object(&body, "body")?;
+    args.only(&["title", "payload"])?;
+    let title = args.opt_str("title")?.map(str::to_string);
+    let payload = body.get("payload").cloned();
+    if title.is_none() && payload.is_none() {
+        return Err(Error::invalid("title", "give a title, a payload, or both").into());
+    }
+    let todo = state.store.edit_todo(&human, &id, title, payload).await?;
+    Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
+}
+
+/// `DELETE /api/v1/endpoints/{ref}`: the endpoint and every todo of its queues (purge).
+pub async fn delete_endpoint<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    state.store.delete_endpoint(&human, &ScopeRef::Endpoint(reference)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
