@@ -1,7 +1,8 @@
 //! The operator CLI end to end: the real `switchboard serve` on a throwaway database, and the
-//! real binary as `switchboard queue budget ...` and `switchboard todo ...`, reading
-//! SWITCHBOARD_URL and SWITCHBOARD_TOKEN like an operator's shell would. Proves the commands of
-//! SPEC-0030 REQ-10, the table REQ-11 asks for, and the exit statuses of contract §1.
+//! real binary as `switchboard queue ...`, `switchboard todo ...` and `switchboard system ...`,
+//! reading SWITCHBOARD_URL and SWITCHBOARD_TOKEN like an operator's shell would. Proves the
+//! commands of SPEC-0030 REQ-10, the table REQ-11 asks for, owner cancellation and the intake
+//! capacity (intake-capacity.md), and the exit statuses of contract §1.
 
 mod support;
 
@@ -53,6 +54,13 @@ impl World {
     /// Runs a command that must succeed and returns its stdout.
     fn ok(&self, args: &[&str]) -> String {
         let (code, stdout, stderr) = self.cli(args);
+        assert_eq!(code, 0, "switchboard {args:?} failed\nstdout: {stdout}\nstderr: {stderr}");
+        stdout
+    }
+
+    /// Runs a command as the holder of `token` that must succeed and returns its stdout.
+    fn cli_ok_as(&self, token: &str, args: &[&str]) -> String {
+        let (code, stdout, stderr) = self.cli_as(token, args);
         assert_eq!(code, 0, "switchboard {args:?} failed\nstdout: {stdout}\nstderr: {stderr}");
         stdout
     }
@@ -247,4 +255,99 @@ async fn req11_cli_todo_list_shows_why_pending_work_waits() {
     let (code, _, stderr) = world.cli(&["todo", "show", "td_does_not_exist"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.starts_with("not_found: "), "{stderr}");
+}
+
+// Intake ADR (intake-capacity.md): owner cancellation and the intake capacity from the CLI;
+// contract §1 exit statuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intake_cli_clears_removes_and_sets_the_queue_capacity() {
+    let world = World::start().await;
+    let scope = world.scope();
+    let mut ids = vec![];
+    for title in ["one", "two", "three"] {
+        let (status, pushed) = world
+            .client
+            .post("/api/v1/todos", &world.alice_token, json!({"scope": scope, "queue": "inbox", "title": title}))
+            .await;
+        assert_eq!(status, 201, "{pushed}");
+        ids.push(pushed["todo"]["id"].as_str().expect("id").to_string());
+    }
+    let pending = |world: &World| {
+        let listed =
+            world.ok_json(&["todo", "list", "--scope", &scope, "--queue", "inbox", "--state", "pending", "--json"]);
+        listed["todos"].as_array().map_or(0, Vec::len)
+    };
+
+    // Without --yes and without a terminal on stdin nobody can confirm: a usage error, nothing sent.
+    for args in [vec!["queue", "clear", scope.as_str(), "inbox"], vec!["todo", "remove", ids[0].as_str()]] {
+        let (code, stdout, stderr) = world.cli(&args);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{args:?}: {stderr}");
+        assert!(stderr.contains("--yes"), "the message says how to go ahead: {stderr}");
+    }
+    assert_eq!(pending(&world), 3, "nothing was removed");
+
+    // Remove one, by id alone: the CLI finds its queue.
+    let stdout = world.ok(&["todo", "remove", &ids[0], "--yes"]);
+    assert_eq!(stdout.trim(), format!("removed {}", ids[0]));
+    let shown = world.ok_json(&["todo", "show", &ids[0], "--json"]);
+    assert_eq!(shown["todo"]["state"], "discarded", "{shown}");
+    // It is no longer pending, so a second removal is refused with its state.
+    let (code, _, stderr) = world.cli(&["todo", "remove", &ids[0], "--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.starts_with("not_pending: ") && stderr.contains("discarded"), "{stderr}");
+    let (code, _, stderr) = world.cli(&["todo", "remove", "td_does_not_exist", "--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.starts_with("not_found: "), "{stderr}");
+
+    // Clear the rest: the exact count, then 0 (idempotent) as the API body verbatim.
+    let stdout = world.ok(&["queue", "clear", &scope, "inbox", "--yes"]);
+    assert_eq!(stdout.trim(), "removed 2");
+    assert_eq!(pending(&world), 0);
+    assert_eq!(world.ok_json(&["queue", "clear", &scope, "inbox", "--yes", "--json"]), json!({"removed": 0}));
+
+    // The capacity: readable by anyone signed in, set by an instance admin only.
+    let stdout = world.ok(&["system", "queue-capacity", "show"]);
+    let row = stdout.lines().find(|line| line.contains("default")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
+    assert!(row.starts_with("not set") && row.contains("unlimited (0)") && row.ends_with("no"), "{row}");
+    assert!(stdout.contains("never removes waiting todos"), "{stdout}");
+
+    let (_, root_token) = add_human("root", &["--admin", "--database-url", &world.database_url]);
+    let stdout = world.cli_ok_as(&root_token, &["system", "queue-capacity", "set", "5"]);
+    assert!(stdout.starts_with("queue capacity set to 5"), "{stdout}");
+    let row = stdout.lines().find(|line| line.contains("setting")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
+    assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["5", "5", "setting", "no"], "{stdout}");
+    let shown = world.ok_json(&["system", "queue-capacity", "show", "--json"]);
+    assert_eq!(
+        shown,
+        json!({"setting": {"max_pending_per_queue": 5},
+               "effective": {"max_pending_per_queue": 5, "source": "setting", "locked": false}})
+    );
+
+    let (code, stdout, stderr) = world.cli(&["system", "queue-capacity", "set", "6"]);
+    assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
+    assert!(stderr.starts_with("forbidden: "), "{stderr}");
+    let (code, _, stderr) = world.cli_as(&root_token, &["system", "queue-capacity", "set", "-1"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.starts_with("invalid_argument: "), "{stderr}");
+    let (code, _, stderr) = world.cli_as(&root_token, &["system", "queue-capacity", "set", "ten"]);
+    assert_eq!(code, 2, "{stderr}");
+
+    // A second server on the same database whose environment locks the capacity: show names the
+    // variable, and set is refused as a conflict.
+    let dir = data_dir();
+    let locked =
+        Server::start(&["--database-url", &world.database_url], &[("SWITCHBOARD_QUEUE_MAX_PENDING", "20")], dir.path());
+    let env = [("SWITCHBOARD_URL", locked.base.as_str()), ("SWITCHBOARD_TOKEN", root_token.as_str())];
+    let (code, stdout, stderr) = run(&["system", "queue-capacity", "show"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    let row = stdout.lines().find(|line| line.contains("environment")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["5", "20", "environment", "yes,", "by", "SWITCHBOARD_QUEUE_MAX_PENDING"],
+        "{stdout}"
+    );
+    assert!(stdout.contains("Locked by SWITCHBOARD_QUEUE_MAX_PENDING"), "{stdout}");
+    let (code, _, stderr) = run(&["system", "queue-capacity", "set", "7"], &env);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.starts_with("conflict: "), "{stderr}");
 }

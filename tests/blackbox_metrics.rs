@@ -1,6 +1,7 @@
 //! SPEC-0030 REQ-12 (with SPEC-0023 REQ-1, REQ-5, REQ-6) through the real binary: `/metrics`
 //! is closed without the scrape token, shows budgets and charges as a Grafana user reads them,
-//! keeps its labels bounded, and omits what it cannot compute instead of reporting 0.
+//! keeps its labels bounded, and omits what it cannot compute instead of reporting 0. Also the
+//! intake series (intake-capacity.md): the capacity gauge, intake refusals and owner clears.
 
 mod support;
 
@@ -13,7 +14,7 @@ use support::{Client, Server, add_human, data_dir};
 const METRICS_TOKEN: &str = "scrape-token-for-the-metrics-tests-0123456789";
 const STATUSES: [&str; 5] = ["admitted", "window_exhausted", "in_flight_full", "paused", "admission_unavailable"];
 const REASONS: [&str; 4] = ["window_exhausted", "in_flight_full", "paused", "admission_unavailable"];
-const ALLOWED_LABELS: [&str; 6] = ["queue", "status", "reason", "source", "outcome", "collector"];
+const ALLOWED_LABELS: [&str; 7] = ["queue", "status", "reason", "source", "outcome", "action", "collector"];
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug, Clone)]
@@ -434,4 +435,62 @@ async fn req12_admission_gauges_are_omitted_when_the_collector_times_out() {
 
     let (text, recovered) = fixture.scrape().await;
     assert!(has_family(&recovered, "switchboard_admission_policies"), "{text}");
+}
+
+// intake-capacity.md, Metrics: the capacity gauge, intake refusals by source, clears by action
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intake_capacity_refusals_and_clears_show_up_in_metrics() {
+    let fixture = Fixture::start(&["capped"], &[]).await;
+    let capacity = |samples: &[Sample]| value(samples, "switchboard_queue_capacity_max", &[]);
+    let refusals = |samples: &[Sample]| {
+        value(samples, "switchboard_intake_refusals_total", &[("queue", "capped"), ("source", "human")]).unwrap_or(0.0)
+    };
+    let cleared = |samples: &[Sample]| {
+        value(samples, "switchboard_todos_discarded_total", &[("queue", "capped"), ("action", "clear")]).unwrap_or(0.0)
+    };
+
+    let (text, before) = fixture.scrape().await;
+    assert_eq!(capacity(&before), Some(0.0), "the built-in default, unlimited:\n{text}");
+    assert_eq!(
+        value(&before, "switchboard_metrics_collection_errors_total", &[("collector", "capacity")]),
+        Some(0.0),
+        "the capacity collector's error counter is present at 0 from the first scrape:\n{text}"
+    );
+
+    // An instance admin sets the capacity; the gauge is the effective value at scrape time.
+    let (_, admin) = add_human("capacity-admin", &["--admin", "--database-url", fixture.database.url.as_str()]);
+    let response = reqwest::Client::new()
+        .patch(format!("{}/api/v1/system/queue-capacity", fixture.client.base))
+        .bearer_auth(&admin)
+        .json(&json!({"max_pending_per_queue": 2}))
+        .send()
+        .await
+        .expect("PATCH queue-capacity");
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value = response.json().await.expect("capacity body");
+    assert_eq!(answer["effective"]["max_pending_per_queue"], 2, "{answer}");
+
+    // The queue fills up to the capacity; the next todo is refused as queue_full.
+    fixture.push("capped", 2).await;
+    let body = json!({"scope": fixture.scope(), "queue": "capped", "title": "one too many"});
+    let (status, refused) = fixture.client.post("/api/v1/todos", &fixture.human, body).await;
+    assert_eq!((status, refused["code"].as_str()), (429, Some("queue_full")), "{refused}");
+
+    let (text, full) = fixture.scrape().await;
+    assert_eq!(capacity(&full), answer["effective"]["max_pending_per_queue"].as_f64(), "{text}");
+    assert_eq!(refusals(&full) - refusals(&before), 1.0, "{text}");
+
+    // The owner clears the queue: both pending todos are discarded, counted under `clear`.
+    let path = format!("/api/v1/queues/{}/capped/clear", fixture.scope());
+    let (status, removed) = fixture.client.post(&path, &fixture.human, json!({})).await;
+    assert_eq!((status, removed), (200, json!({"removed": 2})));
+
+    let (text, after) = fixture.scrape().await;
+    assert_eq!(cleared(&after) - cleared(&before), 2.0, "{text}");
+    assert_eq!(refusals(&after), refusals(&full), "a clear is not an intake refusal:\n{text}");
+    for sample in &after {
+        for label in sample.labels.keys() {
+            assert!(ALLOWED_LABELS.contains(&label.as_str()), "{} carries label {label}:\n{text}", sample.name);
+        }
+    }
 }

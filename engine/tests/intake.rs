@@ -68,7 +68,10 @@ async fn intake_never_caps_dedup_or_returns_to_pending() {
     let again = world.store.create_todo(new_todo(&inbox, "keyed", Some("k"))).await.expect("a dedup hit is free");
     assert!(again.deduped && again.todo.id == keyed.id);
     let refused = world.store.create_todo(new_todo(&inbox, "new", None)).await.expect_err("full");
-    assert_eq!((refused.code, refused.extras["pending"].as_i64(), refused.extras["max"].as_i64()), (Code::QueueFull, Some(2), Some(1)));
+    assert_eq!(
+        (refused.code, refused.extras["pending"].as_i64(), refused.extras["max"].as_i64()),
+        (Code::QueueFull, Some(2), Some(1))
+    );
     // A claim and its release: back to pending at capacity, without error.
     let ClaimNext::Claimed(claimed) = world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim") else {
         panic!("claimable")
@@ -127,7 +130,8 @@ async fn remove_answers_not_pending_and_not_found_and_keeps_the_dedup_slot() {
     world.store.claim(&agent, &held.id, 60).await.expect("claim");
     let error = world.store.discard_todo(&inbox, &held.id, &owner()).await.expect_err("claimed");
     assert_eq!((error.code, error.extras["state"].as_str()), (Code::NotPending, Some("claimed")));
-    let error = world.store.discard_todo(&queue_of(&agent, "other"), &keyed.id, &owner()).await.expect_err("other identity");
+    let error =
+        world.store.discard_todo(&queue_of(&agent, "other"), &keyed.id, &owner()).await.expect_err("other identity");
     assert_eq!(error.code, Code::NotFound);
     world.store.discard_todo(&inbox, &keyed.id, &owner()).await.expect("remove");
     let again = world.store.create_todo(new_todo(&inbox, "keyed", Some("delivery-1"))).await.expect("dedup");

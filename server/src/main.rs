@@ -23,7 +23,7 @@ use std::time::Duration;
         Start with `switchboard serve` (it runs its own PostgreSQL when no DATABASE_URL is set),\n\
         then `switchboard admin human add NAME` for an operator API token.",
     after_help = "Environment: DATABASE_URL, SWITCHBOARD_LISTEN, SWITCHBOARD_REAPER_INTERVAL, RUST_LOG;\n\
-        for `queue` and `todo`: SWITCHBOARD_URL (default http://127.0.0.1:8080), SWITCHBOARD_TOKEN (sbh_...)."
+        for `queue`, `todo` and `system`: SWITCHBOARD_URL (default http://127.0.0.1:8080), SWITCHBOARD_TOKEN (sbh_...)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,7 +41,7 @@ enum Command {
         #[command(subcommand)]
         command: AdminCommand,
     },
-    /// `queue ...` and `todo ...`: the operator CLI over the HTTP API.
+    /// `queue ...`, `todo ...` and `system ...`: the operator CLI over the HTTP API.
     #[command(flatten)]
     Operator(server::cli::OperatorCommand),
 }

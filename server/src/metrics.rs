@@ -1,8 +1,10 @@
 //! `GET /metrics`: the Prometheus scrape surface. It owns the scrape credential check, the one
-//! queue-label limiter every family goes through, and the scrape-time admission gauges.
+//! queue-label limiter every family goes through, and the scrape-time gauges (admission, and the
+//! intake capacity).
 //!
 //! Governing: SPEC-0030 REQ-12 (admission series); SPEC-0023 REQ-1 (scrape credential), REQ-5
-//! (bounded labels, queue cap with `__other__`), REQ-6 (honest absence).
+//! (bounded labels, queue cap with `__other__`), REQ-6 (honest absence); intake-capacity.md
+//! (capacity gauge, intake refusals, owner cancellations).
 //!
 //! It must never label a series by owner, endpoint, team, todo or human; never report a value it
 //! could not compute as 0; and never accept an operator (`sbh_`) or endpoint (`sbk_`) bearer.
@@ -21,7 +23,7 @@ use models::admission::Reason;
 use models::counters::Snapshot;
 use models::store::{QueueAdmission, Store};
 use models::todo::CreatedByKind;
-use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry, TEXT_FORMAT, TextEncoder};
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TEXT_FORMAT, TextEncoder};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -34,7 +36,8 @@ pub const METRICS_TOKEN_LENGTH_MIN_BYTES: usize = 32;
 pub const QUEUE_LABELS_MAX_DEFAULT: usize = 50;
 /// Upper bound on the configured cap: past this the cap no longer protects Prometheus.
 pub const QUEUE_LABELS_MAX_CEILING: usize = 10_000;
-/// How long the admission gauges may take before the scrape gives up on them (SPEC-0023 REQ-6).
+/// How long each scrape-time collector (the admission gauges, the capacity gauge) may take before
+/// the scrape gives up on it (SPEC-0023 REQ-6).
 pub const ADMISSION_COLLECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The label of every queue past the cap (values of the same series summed), and of any source or
 /// outcome outside its fixed vocabulary.
@@ -44,8 +47,12 @@ const TOKEN_ENV: &str = "SWITCHBOARD_METRICS_TOKEN";
 const QUEUE_LABELS_MAX_ENV: &str = "SWITCHBOARD_METRICS_QUEUE_LABELS_MAX";
 /// The collector behind the two admission gauge families.
 const ADMISSION_COLLECTOR: &str = "admission";
+/// The collector behind `switchboard_queue_capacity_max`.
+const CAPACITY_COLLECTOR: &str = "capacity";
 /// Outcomes a closed claim may be labelled with; anything else is `__other__` (SPEC-0023 REQ-5).
 const OUTCOMES: [&str; 2] = ["complete", "fail"];
+/// Owner cancellations a discarded todo may be labelled with; anything else is `__other__`.
+const DISCARD_ACTIONS: [&str; 2] = ["remove", "clear"];
 
 /// What `/metrics` needs besides the store: the credential, the label limiter and the error counts.
 pub struct MetricsConfig {
@@ -55,6 +62,7 @@ pub struct MetricsConfig {
     queue_labels: QueueLabels,
     admission_timeout: Duration,
     admission_errors_total: AtomicU64,
+    capacity_errors_total: AtomicU64,
 }
 
 impl MetricsConfig {
@@ -84,6 +92,7 @@ impl MetricsConfig {
             queue_labels: QueueLabels::new(queue_labels_max.min(QUEUE_LABELS_MAX_CEILING)),
             admission_timeout,
             admission_errors_total: AtomicU64::new(0),
+            capacity_errors_total: AtomicU64::new(0),
         }
     }
 
@@ -199,22 +208,15 @@ pub async fn scrape<S: Store>(State(state): State<AppState<S>>, headers: HeaderM
         return refused;
     }
     // SPEC-0023 REQ-6: the gauges are computed now or not at all; a failure omits them and counts.
-    let admissions = match tokio::time::timeout(config.admission_timeout, state.store.all_admissions_unscoped()).await {
-        Ok(Ok(admissions)) => Some(admissions),
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "metrics: admission gauges omitted from this scrape");
-            config.admission_errors_total.fetch_add(1, Ordering::Relaxed);
-            None
-        }
-        Err(_) => {
-            let timeout_ms = config.admission_timeout.as_millis();
-            tracing::warn!(timeout_ms, "metrics: admission gauges timed out and are omitted from this scrape");
-            config.admission_errors_total.fetch_add(1, Ordering::Relaxed);
-            None
-        }
-    };
+    // Both collectors run at once, each under the same deadline, so one slow query cannot
+    // double the scrape's wait.
+    let (admissions, capacity) = tokio::join!(
+        collect(ADMISSION_COLLECTOR, config, &config.admission_errors_total, state.store.all_admissions_unscoped()),
+        collect(CAPACITY_COLLECTOR, config, &config.capacity_errors_total, state.store.queue_capacity()),
+    );
+    let capacity = capacity.map(|capacity| capacity.effective);
     let counters = state.store.counters().snapshot();
-    match render(config, &counters, admissions.as_deref()) {
+    match render(config, &counters, admissions.as_deref(), capacity) {
         Ok(body) => ([(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT))], body).into_response(),
         Err(error) => {
             tracing::error!(%error, "metrics: cannot render the scrape");
@@ -223,12 +225,42 @@ pub async fn scrape<S: Store>(State(state): State<AppState<S>>, headers: HeaderM
     }
 }
 
+/// One scrape-time collector under the scrape deadline: its value, or None (logged, and counted
+/// in `errors`) when it failed or did not answer in time.
+async fn collect<T>(
+    collector: &str,
+    config: &MetricsConfig,
+    errors: &AtomicU64,
+    work: impl Future<Output = models::error::Result<T>>,
+) -> Option<T> {
+    match tokio::time::timeout(config.admission_timeout, work).await {
+        Ok(Ok(value)) => Some(value),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, collector, "metrics: a collector's series are omitted from this scrape");
+            errors.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        Err(_) => {
+            let timeout_ms = config.admission_timeout.as_millis();
+            tracing::warn!(
+                timeout_ms,
+                collector,
+                "metrics: a collector timed out; its series are omitted from this scrape"
+            );
+            errors.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
 /// The scrape as Prometheus text. `admissions` is None when the admission collector failed, and
-/// then its two gauge families are absent rather than zero.
+/// then its two gauge families are absent rather than zero; `capacity` (the effective intake
+/// capacity) likewise.
 pub fn render(
     config: &MetricsConfig,
     counters: &Snapshot,
     admissions: Option<&[QueueAdmission]>,
+    capacity: Option<i64>,
 ) -> prometheus::Result<String> {
     let queues = counters
         .created
@@ -238,6 +270,8 @@ pub fn render(
         .chain(counters.completed.keys().map(|(queue, _)| queue.as_str()))
         .chain(counters.charged.keys().map(String::as_str))
         .chain(counters.refusals.keys().map(|(queue, _)| queue.as_str()))
+        .chain(counters.intake_refusals.keys().map(|(queue, _)| queue.as_str()))
+        .chain(counters.discarded.keys().map(|(queue, _)| queue.as_str()))
         .chain(admissions.unwrap_or_default().iter().map(|a| a.identity.queue.as_str()));
     let labels = config.queue_labels.resolve(queues);
     let registry = Registry::new();
@@ -301,9 +335,7 @@ pub fn render(
         &["queue", "source"],
     )?;
     for ((queue, source), made) in &counters.created {
-        // Sources are the creator kinds the model knows; anything else is `__other__` (SPEC-0023 REQ-5).
-        let source = if CreatedByKind::parse(source).is_some() { source.as_str() } else { OTHER_LABEL };
-        created.get_metric_with_label_values(&[labels.label(queue), source])?.inc_by(*made);
+        created.get_metric_with_label_values(&[labels.label(queue), source_label(source)])?.inc_by(*made);
     }
     let claimed = counter_vec(
         &registry,
@@ -324,17 +356,52 @@ pub fn render(
         let outcome = if OUTCOMES.contains(&outcome.as_str()) { outcome.as_str() } else { OTHER_LABEL };
         completed.get_metric_with_label_values(&[labels.label(queue), outcome])?.inc_by(*closed);
     }
+    let intake_refusals = counter_vec(
+        &registry,
+        "switchboard_intake_refusals_total",
+        "New todos refused because their queue held as many pending todos as the intake capacity \
+         (queue_full), by queue and the creator's kind.",
+        &["queue", "source"],
+    )?;
+    for ((queue, source), refused) in &counters.intake_refusals {
+        intake_refusals.get_metric_with_label_values(&[labels.label(queue), source_label(source)])?.inc_by(*refused);
+    }
+    let discarded = counter_vec(
+        &registry,
+        "switchboard_todos_discarded_total",
+        "Pending todos removed by their queue's owner, by queue and action remove (one) or clear (all).",
+        &["queue", "action"],
+    )?;
+    for ((queue, action), removed) in &counters.discarded {
+        let action = if DISCARD_ACTIONS.contains(&action.as_str()) { action.as_str() } else { OTHER_LABEL };
+        discarded.get_metric_with_label_values(&[labels.label(queue), action])?.inc_by(*removed);
+    }
+    if let Some(capacity) = capacity {
+        let gauge = IntGauge::new(
+            "switchboard_queue_capacity_max",
+            "The effective intake capacity: the most pending todos one queue may hold (0 = unlimited).",
+        )?;
+        registry.register(Box::new(gauge.clone()))?;
+        gauge.set(capacity);
+    }
     let errors = counter_vec(
         &registry,
         "switchboard_metrics_collection_errors_total",
         "Scrapes in which a collector could not compute its values and omitted them (SPEC-0023 REQ-6).",
         &["collector"],
     )?;
-    errors
-        .get_metric_with_label_values(&[ADMISSION_COLLECTOR])?
-        .inc_by(config.admission_errors_total.load(Ordering::Relaxed));
+    for (collector, total) in
+        [(ADMISSION_COLLECTOR, &config.admission_errors_total), (CAPACITY_COLLECTOR, &config.capacity_errors_total)]
+    {
+        errors.get_metric_with_label_values(&[collector])?.inc_by(total.load(Ordering::Relaxed));
+    }
 
     TextEncoder::new().encode_to_string(&registry.gather())
+}
+
+/// Sources are the creator kinds the model knows; anything else is `__other__` (SPEC-0023 REQ-5).
+fn source_label(source: &str) -> &str {
+    if CreatedByKind::parse(source).is_some() { source } else { OTHER_LABEL }
 }
 
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntCounterVec> {
@@ -399,7 +466,7 @@ mod tests {
     fn req12_admission_gauges_are_absent_when_uncomputed_and_complete_when_computed() {
         let config = MetricsConfig::new(Some(TOKEN), 50, ADMISSION_COLLECT_TIMEOUT);
         let counters = Snapshot::default();
-        let omitted = render(&config, &counters, None).expect("render");
+        let omitted = render(&config, &counters, None, None).expect("render");
         assert!(!omitted.contains("switchboard_admission_policies"), "{omitted}");
         assert!(!omitted.contains("switchboard_admission_deferred_todos"), "{omitted}");
         assert!(omitted.contains("switchboard_metrics_collection_errors_total{collector=\"admission\"} 0"));
@@ -413,7 +480,7 @@ mod tests {
             created_at: chrono::DateTime::UNIX_EPOCH,
             updated_at: chrono::DateTime::UNIX_EPOCH,
         };
-        let rendered = render(&config, &counters, Some(&[broken])).expect("render");
+        let rendered = render(&config, &counters, Some(&[broken]), Some(0)).expect("render");
         let lines: Vec<&str> = rendered.lines().filter(|l| l.starts_with("switchboard_admission_")).collect();
         assert_eq!(lines.iter().filter(|l| l.starts_with("switchboard_admission_policies{")).count(), 5);
         assert!(lines.contains(&"switchboard_admission_policies{queue=\"lane\",status=\"admission_unavailable\"} 1"));
@@ -421,5 +488,39 @@ mod tests {
             lines.contains(&"switchboard_admission_deferred_todos{queue=\"lane\",reason=\"admission_unavailable\"} 7")
         );
         assert!(!rendered.contains("ep_hidden") && !rendered.contains("ap_hidden"), "{rendered}");
+    }
+
+    // intake-capacity.md, Metrics: the capacity gauge, intake refusals and owner cancellations.
+    #[test]
+    fn intake_series_follow_the_label_rules_and_the_gauge_is_absent_when_uncomputed() {
+        let config = MetricsConfig::new(Some(TOKEN), 1, ADMISSION_COLLECT_TIMEOUT);
+        let mut counters = Snapshot::default();
+        counters.intake_refusals.insert(("capped".into(), "human".into()), 1);
+        counters.intake_refusals.insert(("capped".into(), "robot".into()), 2);
+        counters.intake_refusals.insert(("overflow".into(), "ingest".into()), 4);
+        counters.discarded.insert(("capped".into(), "clear".into()), 2);
+        counters.discarded.insert(("capped".into(), "remove".into()), 1);
+        counters.discarded.insert(("capped".into(), "purge".into()), 5);
+
+        let rendered = render(&config, &counters, None, Some(10)).expect("render");
+        let lines: Vec<&str> = rendered.lines().collect();
+        for expected in [
+            "switchboard_queue_capacity_max 10",
+            "switchboard_intake_refusals_total{queue=\"capped\",source=\"human\"} 1",
+            "switchboard_intake_refusals_total{queue=\"capped\",source=\"__other__\"} 2",
+            "switchboard_intake_refusals_total{queue=\"__other__\",source=\"ingest\"} 4",
+            "switchboard_todos_discarded_total{action=\"clear\",queue=\"capped\"} 2",
+            "switchboard_todos_discarded_total{action=\"remove\",queue=\"capped\"} 1",
+            "switchboard_todos_discarded_total{action=\"__other__\",queue=\"capped\"} 5",
+            "switchboard_metrics_collection_errors_total{collector=\"capacity\"} 0",
+        ] {
+            assert!(lines.contains(&expected), "{expected} missing from\n{rendered}");
+        }
+
+        let omitted = render(&config, &Snapshot::default(), None, None).expect("render");
+        assert!(!omitted.contains("switchboard_queue_capacity_max"), "absent, not zero:\n{omitted}");
+        assert!(omitted.contains("switchboard_metrics_collection_errors_total{collector=\"capacity\"} 0"));
+        let unlimited = render(&config, &Snapshot::default(), None, Some(0)).expect("render");
+        assert!(unlimited.lines().any(|l| l == "switchboard_queue_capacity_max 0"), "{unlimited}");
     }
 }

@@ -1,13 +1,18 @@
-//! The operator CLI (contract §1): `switchboard queue budget show|set|clear` (SPEC-0030 REQ-10)
-//! and `switchboard todo list|show`, spoken over the operator API with a `sbh_` bearer.
+//! The operator CLI (contract §1): `switchboard queue budget show|set|clear` (SPEC-0030 REQ-10),
+//! `switchboard queue clear` and `switchboard todo list|show|remove` (owner cancellation),
+//! and `switchboard system queue-capacity show|set` (intake capacity), spoken over the operator
+//! API with a `sbh_` bearer.
 //!
 //! It owns the command-line grammar of those commands, their exit statuses (0 ok, 1 refused by
-//! the server or unreachable, 2 usage) and how their answers read as tables (REQ-11: used of
-//! limit, in flight of limit, status, and "resets at" in the policy's zone and the viewer's).
+//! the server, unreachable or not confirmed, 2 usage) and how their answers read as tables
+//! (REQ-11: used of limit, in flight of limit, status, and "resets at" in the policy's zone and
+//! the viewer's).
 //! It must never reach the database or decide anything itself: the server is the authority on
 //! every rule, so the CLI only checks what it needs to build a well-formed request.
 
 mod budget;
+mod cancel;
+mod capacity;
 mod client;
 mod render;
 mod todo;
@@ -20,15 +25,17 @@ use std::process::ExitCode;
 /// Where the operator token comes from. Never a flag, so it stays out of shell history and `ps`.
 const TOKEN_VARIABLE: &str = "SWITCHBOARD_TOKEN";
 
-/// Shown under `queue --help` and `todo --help`: what the commands read and how they exit.
+/// Shown under `queue --help`, `todo --help` and `system --help`: what the commands read and
+/// how they exit.
 const ENVIRONMENT_HELP: &str = "Environment: SWITCHBOARD_URL (default http://127.0.0.1:8080) and \
     SWITCHBOARD_TOKEN (an sbh_ operator token, as `switchboard admin human add NAME` prints).\n\
-    Exit status: 0 ok, 1 refused by the server (it prints `code: message`) or unreachable, 2 usage.";
+    Exit status: 0 ok, 1 refused by the server (it prints `code: message`), unreachable or not \
+    confirmed, 2 usage (including a removal without --yes when stdin is not a terminal).";
 
 /// The operator commands, flattened into the binary's top-level command list.
 #[derive(Subcommand)]
 pub enum OperatorCommand {
-    /// Queue settings over the operator API: admission budgets (SPEC-0030).
+    /// Queues over the operator API: admission budgets (SPEC-0030) and clearing pending todos.
     #[command(after_help = ENVIRONMENT_HELP)]
     Queue {
         #[command(flatten)]
@@ -36,13 +43,21 @@ pub enum OperatorCommand {
         #[command(subcommand)]
         command: QueueCommand,
     },
-    /// Todos over the operator API: list them (with why pending work waits) and show one.
+    /// Todos over the operator API: list them (with why pending work waits), show or remove one.
     #[command(after_help = ENVIRONMENT_HELP)]
     Todo {
         #[command(flatten)]
         connection: Connection,
         #[command(subcommand)]
         command: TodoCommand,
+    },
+    /// Install-wide settings over the operator API: the intake capacity of every queue.
+    #[command(after_help = ENVIRONMENT_HELP)]
+    System {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: SystemCommand,
     },
 }
 
@@ -63,6 +78,25 @@ pub enum QueueCommand {
     Budget {
         #[command(subcommand)]
         command: BudgetCommand,
+    },
+    /// Remove every pending todo of a queue (deferred ones too); claimed todos are left alone.
+    #[command(long_about = "Remove every pending todo of SCOPE/QUEUE, deferred ones included.\n\n\
+        Removed todos become `discarded`: they stay in the audit trail and are never claimed. Claimed\n\
+        todos are left alone. Asks for confirmation first unless --yes is given; without a terminal\n\
+        on stdin, --yes is required. Prints how many todos were removed.\n\n\
+        Examples:\n  \
+        switchboard queue clear endpoint:triage-bot inbox\n  \
+        switchboard queue clear team:research investigations --yes")]
+    Clear {
+        /// `endpoint:<slug-or-id>` or `team:<slug-or-id>`.
+        #[arg(value_parser = parse_scope)]
+        scope: String,
+        /// Queue name.
+        #[arg(value_parser = parse_queue)]
+        queue: String,
+        /// Remove without asking (required when stdin is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 
@@ -161,7 +195,7 @@ pub enum TodoCommand {
         #[arg(long, requires = "scope", value_parser = parse_queue)]
         queue: Option<String>,
         /// Only todos in this state.
-        #[arg(long, value_parser = ["pending", "claimed", "done", "failed"])]
+        #[arg(long, value_parser = ["pending", "claimed", "done", "failed", "discarded"])]
         state: Option<String>,
         /// At most N todos (the server allows 1-200; default 50).
         #[arg(long, value_name = "N")]
@@ -171,6 +205,52 @@ pub enum TodoCommand {
     Show {
         /// The todo's id (td_...).
         id: String,
+    },
+    /// Remove one pending todo from its queue; a claimed or finished todo is refused.
+    #[command(long_about = "Remove one pending todo from its queue.\n\n\
+        The todo becomes `discarded`: it stays in the audit trail and is never claimed. Only a\n\
+        pending todo can be removed (`not_pending` otherwise). Asks for confirmation first unless\n\
+        --yes is given; without a terminal on stdin, --yes is required.\n\n\
+        Examples:\n  \
+        switchboard todo remove td_01J9Z8\n  \
+        switchboard todo remove td_01J9Z8 --yes")]
+    Remove {
+        /// The todo's id (td_...).
+        id: String,
+        /// Remove without asking (required when stdin is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SystemCommand {
+    /// The intake capacity: the most pending todos any one queue may hold.
+    #[command(name = "queue-capacity")]
+    QueueCapacity {
+        #[command(subcommand)]
+        command: CapacityCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum CapacityCommand {
+    /// Show the configured and the effective capacity, where the effective one comes from, and
+    /// whether SWITCHBOARD_QUEUE_MAX_PENDING locks it.
+    Show,
+    /// Set the capacity for every queue (instance admins only); 0 is unlimited.
+    #[command(long_about = "Set the intake capacity: the most pending todos any one queue may hold.\n\n\
+        0 means unlimited. Instance admins only. Refused while the server's environment sets\n\
+        SWITCHBOARD_QUEUE_MAX_PENDING, which overrides the setting. Applies to the next todo\n\
+        created on every replica. Lowering it never removes waiting todos: it only refuses new ones\n\
+        (queue_full) until a queue holds fewer pending todos than the capacity.\n\n\
+        Examples:\n  \
+        switchboard system queue-capacity set 100\n  \
+        switchboard system queue-capacity set 0")]
+    Set {
+        /// Most pending todos per queue, 0 (unlimited) to 1000000.
+        #[arg(value_name = "N", allow_negative_numbers = true)]
+        max_pending: i64,
     },
 }
 
@@ -203,6 +283,10 @@ async fn dispatch(command: OperatorCommand) -> Result<(), Failure> {
                 BudgetCommand::Clear { scope, queue } => budget::clear(&api, &scope, &queue, connection.json).await,
             }
         }
+        OperatorCommand::Queue { connection, command: QueueCommand::Clear { scope, queue, yes } } => {
+            let api = connect(&connection)?;
+            cancel::clear(&api, &scope, &queue, yes, connection.json).await
+        }
         OperatorCommand::Todo { connection, command } => {
             let api = connect(&connection)?;
             match command {
@@ -211,6 +295,14 @@ async fn dispatch(command: OperatorCommand) -> Result<(), Failure> {
                     todo::list(&api, filter, connection.json).await
                 }
                 TodoCommand::Show { id } => todo::show(&api, &id, connection.json).await,
+                TodoCommand::Remove { id, yes } => cancel::remove(&api, &id, yes, connection.json).await,
+            }
+        }
+        OperatorCommand::System { connection, command: SystemCommand::QueueCapacity { command } } => {
+            let api = connect(&connection)?;
+            match command {
+                CapacityCommand::Show => capacity::show(&api, connection.json).await,
+                CapacityCommand::Set { max_pending } => capacity::set(&api, max_pending, connection.json).await,
             }
         }
     }
@@ -273,6 +365,49 @@ mod tests {
         assert!(parse_weekday("Mo").is_err());
         assert!(parse_weekday("Mondays").is_err());
         assert!(parse_weekday("Tuesdayx").is_err());
+    }
+
+    /// The operator commands as the binary's parser sees them (flattened into its command list).
+    #[derive(clap::Parser)]
+    struct Operator {
+        #[command(subcommand)]
+        command: OperatorCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<OperatorCommand, clap::Error> {
+        use clap::Parser;
+        Operator::try_parse_from(std::iter::once("switchboard").chain(args.iter().copied())).map(|o| o.command)
+    }
+
+    #[test]
+    fn the_operator_grammar_is_consistent() {
+        use clap::CommandFactory;
+        Operator::command().debug_assert();
+    }
+
+    #[test]
+    fn cancellation_and_capacity_commands_parse() {
+        let Ok(OperatorCommand::Queue { command: QueueCommand::Clear { scope, queue, yes }, .. }) =
+            parse(&["queue", "clear", "endpoint:bot", "inbox", "--yes"])
+        else {
+            panic!("queue clear did not parse");
+        };
+        assert_eq!((scope.as_str(), queue.as_str(), yes), ("endpoint:bot", "inbox", true));
+        assert!(matches!(
+            parse(&["todo", "remove", "td_1"]),
+            Ok(OperatorCommand::Todo { command: TodoCommand::Remove { yes: false, .. }, .. })
+        ));
+        // A negative capacity reaches the server, which answers with the valid range.
+        assert!(matches!(
+            parse(&["system", "queue-capacity", "set", "-1"]),
+            Ok(OperatorCommand::System {
+                command: SystemCommand::QueueCapacity { command: CapacityCommand::Set { max_pending: -1 } },
+                ..
+            })
+        ));
+        assert!(parse(&["queue", "clear", "bot", "inbox"]).is_err(), "SCOPE needs its kind");
+        assert!(parse(&["system", "queue-capacity", "set", "ten"]).is_err());
+        assert!(parse(&["system", "queue-capacity", "set"]).is_err());
     }
 
     #[test]

@@ -1,0 +1,111 @@
+//! `switchboard system queue-capacity show|set N` over `/api/v1/system/queue-capacity`: the
+//! install-wide intake capacity (intake-capacity.md), the most pending todos one queue may hold.
+//!
+//! `show` sets the configured value beside the effective one and its source, because the two
+//! differ whenever `SWITCHBOARD_QUEUE_MAX_PENDING` overrides (and locks) the setting; it names
+//! that variable when it does, so the operator knows where to change it. Both commands repeat
+//! that lowering the capacity never removes waiting todos. The server validates every value.
+
+use super::client::{Api, Failure};
+use super::render::{Table, emit, text};
+use models::capacity::CAPACITY_ENV;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// What a lowered capacity does and does not do, shown under every answer.
+const LOWERING_NOTE: &str = "Lowering the capacity never removes waiting todos: it only refuses new ones\n\
+    (queue_full) until a queue holds fewer pending todos than the capacity.";
+
+pub async fn show(api: &Api, json: bool) -> Result<(), Failure> {
+    let (raw, answer) = api.send_json(Method::GET, capacity_url(api), None).await?;
+    emit(&if json { raw } else { capacity_text(&answer) });
+    Ok(())
+}
+
+/// `set N`: persists the install setting; the server refuses it while the environment locks it.
+pub async fn set(api: &Api, max_pending: i64, json: bool) -> Result<(), Failure> {
+    let body = json!({ "max_pending_per_queue": max_pending });
+    let (raw, answer) = api.send_json(Method::PATCH, capacity_url(api), Some(&body)).await?;
+    if json {
+        emit(&raw);
+    } else {
+        emit(&format!("queue capacity set to {}\n\n{}", amount(Some(&json!(max_pending))), capacity_text(&answer)));
+    }
+    Ok(())
+}
+
+fn capacity_url(api: &Api) -> reqwest::Url {
+    api.url(&["system", "queue-capacity"], &[])
+}
+
+/// The answer `{setting: {max_pending_per_queue}, effective: {max_pending_per_queue, source,
+/// locked}}` as a one-row table and what it means.
+fn capacity_text(answer: &Value) -> String {
+    let configured = answer.pointer("/setting/max_pending_per_queue").filter(|v| !v.is_null());
+    let effective = answer.get("effective");
+    let field = |name: &str| effective.and_then(|e| e.get(name));
+    let locked = field("locked").and_then(Value::as_bool) == Some(true);
+    let mut table = Table::new(&["CONFIGURED", "EFFECTIVE", "SOURCE", "LOCKED"]);
+    table.row(vec![
+        configured.map_or("not set".into(), |value| amount(Some(value))),
+        amount(field("max_pending_per_queue")),
+        text(field("source")),
+        if locked { format!("yes, by {CAPACITY_ENV}") } else { "no".into() },
+    ]);
+    let mut out = format!("max pending todos per queue\n{}\n", table.render());
+    if locked {
+        out.push_str(&format!(
+            "Locked by {CAPACITY_ENV} in the server's environment: `set` is refused\n\
+             until that variable is unset and the server restarted.\n"
+        ));
+    }
+    out.push_str(LOWERING_NOTE);
+    out.push('\n');
+    out
+}
+
+/// A capacity as a person reads it: 0 is unlimited.
+fn amount(value: Option<&Value>) -> String {
+    match value.and_then(Value::as_i64) {
+        Some(0) => "unlimited (0)".into(),
+        Some(n) => n.to_string(),
+        None => text(value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_sets_configured_beside_effective_with_source() {
+        let answer = json!({"setting": {"max_pending_per_queue": 5},
+                            "effective": {"max_pending_per_queue": 5, "source": "setting", "locked": false}});
+        let shown = capacity_text(&answer);
+        let row = shown.lines().nth(2).expect("one row");
+        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["5", "5", "setting", "no"], "{shown}");
+        assert!(shown.contains("never removes waiting todos"), "{shown}");
+        assert!(!shown.contains("Locked by"), "{shown}");
+    }
+
+    #[test]
+    fn the_default_reads_as_unlimited_and_an_unset_setting_as_not_set() {
+        let answer = json!({"setting": {"max_pending_per_queue": null},
+                            "effective": {"max_pending_per_queue": 0, "source": "default", "locked": false}});
+        let shown = capacity_text(&answer);
+        let row = shown.lines().nth(2).expect("one row");
+        assert!(row.starts_with("not set") && row.contains("unlimited (0)") && row.contains("default"), "{shown}");
+    }
+
+    #[test]
+    fn a_locked_capacity_names_the_variable_that_locks_it() {
+        let answer = json!({"setting": {"max_pending_per_queue": 6},
+                            "effective": {"max_pending_per_queue": 20, "source": "environment", "locked": true}});
+        let shown = capacity_text(&answer);
+        let row = shown.lines().nth(2).expect("one row");
+        assert!(row.contains("yes, by SWITCHBOARD_QUEUE_MAX_PENDING"), "{shown}");
+        assert!(row.starts_with("6 ") && row.contains(" 20 ") && row.contains("environment"), "{shown}");
+        assert!(shown.contains("Locked by SWITCHBOARD_QUEUE_MAX_PENDING"), "{shown}");
+        assert!(shown.contains("never removes waiting todos"), "{shown}");
+    }
+}
