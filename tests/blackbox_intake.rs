@@ -1174,3 +1174,54 @@ async fn intake_s25_deleting_an_endpoint_purges_claimed_work_and_its_claimants_f
     let ids: Vec<String> = listed["todos"].as_array().expect("todos").iter().map(id_of).collect();
     assert_eq!(ids, vec![witness], "only the witness is left");
 }
+
+// intake-capacity.md "Purge": deleting a team queue removes its todos, pending and claimed; the
+// stale claimant (a member's endpoint, still alive) gets not_found on fail, and nothing returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intake_purge_deleting_a_team_queue_leaves_its_stale_claimant_not_found() {
+    let db = engine::testing::empty_database().await;
+    let dir = data_dir();
+    let server = Server::start(&["--database-url", &db.url], &[], dir.path());
+    let client = Client::new(&server.base);
+    let database = ["--database-url", db.url.as_str()];
+    let alice = add_human("alice", &database).1;
+    let bob = add_human("bob", &database).1;
+    let (code, team, stderr) =
+        run(&["admin", "team", "add", "core", "--owner", "alice", "--database-url", &db.url], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let slug = serde_json::from_str::<Value>(team.trim()).expect("json")["slug"].as_str().expect("slug").to_string();
+    let (code, _, stderr) =
+        run(&["admin", "team", "member", "add", &slug, "bob", "--role", "member", "--database-url", &db.url], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let endpoint = client.vend(&bob, json!({"name": "bobs worker", "queues": [format!("team:{slug}/lane")]})).await;
+    let (ep_slug, key) =
+        (endpoint["slug"].as_str().expect("slug").to_string(), endpoint["token"].as_str().expect("token").to_string());
+    let scope = format!("team:{slug}");
+    for title in ["first", "second"] {
+        let (status, body) =
+            client.post("/api/v1/todos", &alice, json!({"scope": scope, "queue": "lane", "title": title})).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (is_error, claim) = client.tool(&ep_slug, &key, "claim_next", json!({})).await;
+    assert!(!is_error, "{claim}");
+    let held = claim["todo"]["id"].as_str().expect("id").to_string();
+
+    // A member cannot delete the team queue: the same 404 as for a team that does not exist.
+    let url = |scope: &str| format!("{}/api/v1/queues/{scope}/lane", server.base);
+    let refused = reqwest::Client::new().delete(url(&scope)).bearer_auth(&bob).send().await.expect("DELETE");
+    let unknown =
+        reqwest::Client::new().delete(url("team:no-such-team")).bearer_auth(&bob).send().await.expect("DELETE");
+    assert_eq!((refused.status().as_u16(), unknown.status().as_u16()), (404, 404));
+    assert_eq!(refused.text().await.expect("body"), unknown.text().await.expect("body"));
+
+    let purged = reqwest::Client::new().delete(url(&scope)).bearer_auth(&alice).send().await.expect("DELETE");
+    assert_eq!(purged.status().as_u16(), 200);
+    assert_eq!(purged.json::<Value>().await.expect("json")["purged"], 2);
+    let (is_error, late) = client.tool(&ep_slug, &key, "fail", json!({"id": held})).await;
+    assert!(is_error);
+    assert_eq!(late["code"], "not_found");
+    let (_, listed) = client.get(&format!("/api/v1/todos?scope={scope}&queue=lane"), &alice).await;
+    assert_eq!(listed["todos"], json!([]), "nothing reappears");
+    let (_, next) = client.tool(&ep_slug, &key, "claim_next", json!({})).await;
+    assert_eq!(next, json!({"empty": true}));
+}

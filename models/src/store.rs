@@ -331,6 +331,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         title: Option<String>,
         payload: Option<Value>,
     ) -> impl Future<Output = Result<Todo>> + Send;
+    /// Deletes a queue identity (purge): every todo of it, pending and claimed, and its policy
+    /// (the audit stays). A stale claimant's later complete or fail finds nothing.
+    fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> impl Future<Output = Result<u64>> + Send;
     /// Deletes an endpoint the human manages, with its todos, pending and claimed (purge).
     fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> impl Future<Output = Result<()>> + Send;
 

@@ -49,6 +49,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .route("/api/v1/endpoints/{reference}", delete(intake_api::delete_endpoint::<S>))
         .route("/api/v1/todos", post(api::push_todo::<S>).get(api::list_todos::<S>))
         .route("/api/v1/todos/{id}", get(api::show_todo::<S>).patch(intake_api::edit::<S>))
+        .route("/api/v1/queues/{scope}/{queue}", delete(intake_api::purge::<S>))
         .route("/api/v1/queues/{scope}/{queue}/clear", post(intake_api::clear::<S>))
         .route("/api/v1/queues/{scope}/{queue}/todos/{id}", delete(intake_api::remove::<S>))
         .route(

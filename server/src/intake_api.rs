@@ -105,6 +105,19 @@ pub async fn edit<S: Store>(
     Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
 }
 
+/// `DELETE /api/v1/queues/{scope}/{queue}`: deletes the queue identity with every todo of it,
+/// pending and claimed, and its policy (purge). Answers `{purged: N}`.
+pub async fn purge<S: Store>(
+    State(state): State<AppState<S>>,
+    Path((scope, queue)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let identity = managed(&state.store, &human, &scope, &queue).await?;
+    let purged = state.store.purge_queue(&identity, &by(&human)).await?;
+    Ok(axum::Json(json!({ "purged": purged })).into_response())
+}
+
 /// `DELETE /api/v1/endpoints/{ref}`: the endpoint and every todo of its queues (purge).
 pub async fn delete_endpoint<S: Store>(
     State(state): State<AppState<S>>,

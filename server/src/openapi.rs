@@ -158,6 +158,13 @@ pub const ROUTES: &[Route] = &[
         responses: &[(200, "the todo", "TodoAnswer"), (409, "not editable", "Error"), (404, "not found", "Error")],
     },
     Route {
+        method: "delete",
+        path: "/api/v1/queues/{scope}/{queue}",
+        summary: "Delete a queue identity with all its todos (pending and claimed) and its policy",
+        body: None,
+        responses: &[(200, "the count purged", "Purged"), (404, "not manageable", "Error")],
+    },
+    Route {
         method: "post",
         path: "/api/v1/queues/{scope}/{queue}/clear",
         summary: "Remove every pending todo of a queue identity",
@@ -262,6 +269,7 @@ fn schemas() -> Value {
             "items": { "type": "object", "properties": { "scope": { "type": "string" }, "queue": { "type": "string" } } } } },
             "required": ["name", "targets"] },
         "TodoEdit": { "type": "object", "properties": { "title": { "type": "string" }, "payload": {} } },
+        "Purged": { "type": "object", "properties": { "purged": { "type": "integer" } } },
         "Cleared": { "type": "object", "properties": { "removed": { "type": "integer" } } },
         "CapacityRequest": { "type": "object", "properties": { "max_pending_per_queue": { "type": "integer", "minimum": 0, "maximum": 1000000 } },
             "required": ["max_pending_per_queue"] },

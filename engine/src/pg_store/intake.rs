@@ -234,6 +234,36 @@ impl PgStore {
         finish(tx, outcome).await
     }
 
+    /// Purge of one queue identity: its todos (any state) and its policy go in one transaction.
+    pub(crate) async fn purge_queue_tx(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let outcome = async {
+            let now = self.clock_after_lock(&mut tx).await?;
+            let purged: Vec<String> = sqlx::query_scalar(
+                "DELETE FROM todos WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) RETURNING id",
+            )
+            .bind(identity.endpoint_id())
+            .bind(identity.team_id())
+            .bind(&identity.queue)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            sqlx::query("DELETE FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2)")
+                .bind(identity.endpoint_id())
+                .bind(identity.team_id())
+                .bind(&identity.queue)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            record_cancellation(&mut tx, identity, by, "purge", &purged, now).await?;
+            Ok(purged.len() as u64)
+        }
+        .await;
+        let purged = finish(tx, outcome).await?;
+        tracing::info!(queue = %identity, purged, "queue deleted with its todos");
+        Ok(purged)
+    }
+
     /// Purge: an endpoint the human manages goes, with every todo of its queues, pending and
     /// claimed. A stale claimant's later complete or fail finds nothing (`not_found`).
     pub(crate) async fn delete_endpoint_tx(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {

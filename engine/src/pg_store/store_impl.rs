@@ -170,6 +170,10 @@ impl Store for PgStore {
         self.edit_todo_tx(human, id, title, payload).await
     }
 
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.purge_queue_tx(identity, by).await
+    }
+
     async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
         self.delete_endpoint_tx(human, endpoint).await
     }
