@@ -300,20 +300,6 @@ async fn security_limiter_body_cap_and_headers() {
     }
 }
 
-fn sign(secret: &str, delivery_id: &str, body: &str) -> reqwest::header::HeaderMap {
-    let timestamp = chrono::Utc::now().timestamp();
-    let signature = standardwebhooks::Webhook::new(secret)
-        .expect("secret")
-        .sign(delivery_id, timestamp, body.as_bytes())
-        .expect("sign");
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("webhook-id", delivery_id.parse().expect("header"));
-    headers.insert("webhook-timestamp", timestamp.to_string().parse().expect("header"));
-    headers.insert("webhook-signature", signature.parse().expect("header"));
-    headers.insert("content-type", "application/json".parse().expect("header"));
-    headers
-}
-
 // SPEC-0030 REQ-2 "A fan-out copy is governed by its own endpoint"; REQ-3 "A redelivery is free".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req2_req3_webhook_fan_out_is_charged_per_copy_and_a_redelivery_is_free() {
@@ -341,7 +327,7 @@ async fn req2_req3_webhook_fan_out_is_charged_per_copy_and_a_redelivery_is_free(
         async move {
             let response = reqwest::Client::new()
                 .post(url)
-                .headers(sign(&secret, delivery, body))
+                .headers(support::sign(&secret, delivery, body))
                 .body(body)
                 .send()
                 .await

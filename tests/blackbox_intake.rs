@@ -199,24 +199,10 @@ fn id_of(todo: &Value) -> String {
     todo["id"].as_str().unwrap_or_else(|| panic!("no id in {todo}")).to_string()
 }
 
-fn sign(secret: &str, delivery_id: &str, body: &str) -> reqwest::header::HeaderMap {
-    let timestamp = chrono::Utc::now().timestamp();
-    let signature = standardwebhooks::Webhook::new(secret)
-        .expect("webhook secret")
-        .sign(delivery_id, timestamp, body.as_bytes())
-        .expect("sign");
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("webhook-id", delivery_id.parse().expect("header"));
-    headers.insert("webhook-timestamp", timestamp.to_string().parse().expect("header"));
-    headers.insert("webhook-signature", signature.parse().expect("header"));
-    headers.insert("content-type", "application/json".parse().expect("header"));
-    headers
-}
-
 async fn deliver_on(client: &Client, hook: &Hook, delivery_id: &str, body: &str) -> Reply {
     let response = reqwest::Client::new()
         .post(format!("{}{}", client.base, hook.path))
-        .headers(sign(&hook.secret, delivery_id, body))
+        .headers(support::sign(&hook.secret, delivery_id, body))
         .body(body.to_string())
         .send()
         .await

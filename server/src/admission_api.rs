@@ -57,8 +57,14 @@ impl WriteLimiter {
     }
 }
 
-/// Resolves `{scope}/{queue}` to an identity the human manages; otherwise `not_found`.
-async fn managed_identity<S: Store>(store: &S, human: &HumanScope, scope: &str, queue: &str) -> Result<QueueIdentity> {
+/// Resolves `{scope}/{queue}` to an identity the human manages; otherwise `not_found`. Shared by
+/// every route that acts for a queue's owner scope (policies, cancellation, purge).
+pub(crate) async fn managed_identity<S: Store>(
+    store: &S,
+    human: &HumanScope,
+    scope: &str,
+    queue: &str,
+) -> Result<QueueIdentity> {
     let scope = ScopeRef::parse("scope", scope)?;
     validate_queue_name("queue", queue)?;
     let owner = store.resolve_scope(&human.manages, &scope).await?;

@@ -6,6 +6,7 @@
 //! Cancellation is for the queue identity's owner scope, the same people who manage its
 //! admission policy; anyone else gets the same 404 as for a queue that does not exist.
 
+use crate::admission_api::managed_identity;
 use crate::app::AppState;
 use crate::auth::require_human;
 use crate::wire::{ApiResult, Args, parse_body, todo_json};
@@ -14,18 +15,11 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use models::capacity::Capacity;
-use models::error::{Code, Error, Result};
-use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::error::{Code, Error};
+use models::identity::ScopeRef;
 use models::scope::HumanScope;
 use models::store::{PolicyActor, Store};
 use serde_json::{Value, json};
-
-async fn managed<S: Store>(store: &S, human: &HumanScope, scope: &str, queue: &str) -> Result<QueueIdentity> {
-    let scope = ScopeRef::parse("scope", scope)?;
-    validate_queue_name("queue", queue)?;
-    let owner = store.resolve_scope(&human.manages, &scope).await?;
-    Ok(QueueIdentity { owner, queue: queue.to_string() })
-}
 
 fn by(human: &HumanScope) -> PolicyActor {
     PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None }
@@ -38,7 +32,7 @@ pub async fn clear<S: Store>(
     headers: HeaderMap,
 ) -> ApiResult {
     let human = require_human(&state.store, &headers).await?;
-    let identity = managed(&state.store, &human, &scope, &queue).await?;
+    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let removed = state.store.clear_queue(&identity, &by(&human)).await?;
     tracing::info!(queue = %identity, removed, human = %human.human.id, "queue cleared");
     Ok(axum::Json(json!({ "removed": removed })).into_response())
@@ -51,7 +45,7 @@ pub async fn remove<S: Store>(
     headers: HeaderMap,
 ) -> ApiResult {
     let human = require_human(&state.store, &headers).await?;
-    let identity = managed(&state.store, &human, &scope, &queue).await?;
+    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     state.store.discard_todo(&identity, &id, &by(&human)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -113,7 +107,7 @@ pub async fn purge<S: Store>(
     headers: HeaderMap,
 ) -> ApiResult {
     let human = require_human(&state.store, &headers).await?;
-    let identity = managed(&state.store, &human, &scope, &queue).await?;
+    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let purged = state.store.purge_queue(&identity, &by(&human)).await?;
     Ok(axum::Json(json!({ "purged": purged })).into_response())
 }

@@ -194,3 +194,18 @@ impl Client {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 }
+
+/// Headers of a delivery signed per Standard Webhooks with `secret`, as a provider sends it.
+pub fn sign(secret: &str, delivery_id: &str, body: &str) -> reqwest::header::HeaderMap {
+    let timestamp = chrono::Utc::now().timestamp();
+    let signature = standardwebhooks::Webhook::new(secret)
+        .expect("webhook secret")
+        .sign(delivery_id, timestamp, body.as_bytes())
+        .expect("sign");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("webhook-id", delivery_id.parse().expect("header"));
+    headers.insert("webhook-timestamp", timestamp.to_string().parse().expect("header"));
+    headers.insert("webhook-signature", signature.parse().expect("header"));
+    headers.insert("content-type", "application/json".parse().expect("header"));
+    headers
+}
