@@ -9,6 +9,7 @@ pub mod capacity;
 pub mod counters;
 pub mod error;
 pub mod identity;
+pub mod lock_model;
 pub mod scope;
 pub mod store;
 pub mod todo;
