@@ -457,3 +457,25 @@ async fn minted_tokens_work_on_the_api_only_and_teams_show_roles() {
     let (_, bobs) = world.client.get("/api/v1/teams", &bob).await;
     assert_eq!(bobs["teams"], json!([]));
 }
+
+// SPEC-0030 Security Requirements: the MCP policy verbs have a per-endpoint write limiter too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_mcp_policy_writes_are_rate_limited_per_endpoint() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let endpoint =
+        world.client.vend(&alice, json!({"name": "t", "queues": ["lane"], "verbs": ["set_admission_policy"]})).await;
+    let (slug, key) = slug_key(&endpoint);
+    let mut codes = Vec::new();
+    for max in 0..11 {
+        let (is_error, answer) = world
+            .client
+            .tool(&slug, &key, "set_admission_policy", json!({"queue": "lane", "policy": {"max_in_flight": max}}))
+            .await;
+        codes.push(if is_error { answer["code"].as_str().unwrap_or("?").to_string() } else { "ok".to_string() });
+    }
+    assert_eq!(&codes[..10], &vec!["ok".to_string(); 10][..], "a burst of 10 passes");
+    assert_eq!(codes[10], "rate_limited");
+    let (_, shown) = world.client.get(&format!("/api/v1/admission/endpoint:{slug}/lane"), &alice).await;
+    assert_eq!(shown["policy"]["max_in_flight"], 9, "the refused write changed nothing");
+}

@@ -33,6 +33,13 @@ const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
+/// Per-endpoint limiter on the MCP admission-policy writes (SPEC-0030 Security Requirements:
+/// the MCP verb has its own per-endpoint limiter, as the operator API has a per-human one).
+fn policy_writes() -> &'static crate::admission_api::WriteLimiter {
+    static LIMITER: std::sync::OnceLock<crate::admission_api::WriteLimiter> = std::sync::OnceLock::new();
+    LIMITER.get_or_init(Default::default)
+}
+
 pub async fn handle<S: Store>(
     State(state): State<AppState<S>>,
     Path(slug): Path<String>,
@@ -317,6 +324,7 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
         "set_admission_policy" | "clear_admission_policy" => {
             let known: &[&str] = if name == "set_admission_policy" { &["queue", "policy"] } else { &["queue"] };
             args.only(known)?;
+            policy_writes().check(&format!("endpoint:{}", agent.endpoint_id))?;
             let identity = agent.managed_queue(args.str("queue")?)?;
             let actor = PolicyActor {
                 human_id: agent.acting_for_human_id.clone(),
