@@ -153,3 +153,22 @@ async fn credentials_and_grants_are_enforced_on_the_real_surfaces() {
     assert_eq!((first_status, second_status), (201, 200));
     assert_eq!((second["deduped"].as_bool(), &second["todo"]["id"]), (Some(true), &first["todo"]["id"]));
 }
+
+// Without PostgreSQL's server binaries the embedded default refuses with a message saying how
+// to install them, and changes nothing. (PG_BIN pointing at a directory without them takes the
+// same path as a machine that has none.)
+#[test]
+fn without_server_binaries_the_embedded_default_says_how_to_install_them() {
+    let dir = data_dir();
+    let data = dir.path().join("state");
+    let empty_bin = dir.path().join("no-postgres-here");
+    std::fs::create_dir_all(&empty_bin).expect("mkdir");
+    let (code, stdout, stderr) = support::run(
+        &["admin", "human", "add", "alice", "--data-dir", data.to_str().expect("utf-8")],
+        &[("PG_BIN", empty_bin.to_str().expect("utf-8"))],
+    );
+    assert_eq!(code, 1, "stdout: {stdout}");
+    assert!(stderr.contains("apt-get install postgresql"), "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(!data.join("pg").join("data").exists(), "nothing was initialised");
+}
