@@ -10,6 +10,7 @@ pub mod counters;
 pub mod error;
 pub mod identity;
 pub mod lock_model;
+pub mod reference;
 pub mod scope;
 pub mod store;
 pub mod todo;
