@@ -54,10 +54,7 @@ pub async fn fresh_database() -> TestDatabase {
 pub async fn empty_database() -> TestDatabase {
     let cluster = tokio::task::spawn_blocking(cluster).await.unwrap_or_else(|e| panic!("cluster start: {e}"));
     let name = format!("t{}_{}", std::process::id(), DATABASES_MADE.fetch_add(1, Ordering::SeqCst));
-    let admin_url = cluster.tcp_url("postgres").unwrap_or_else(|| unreachable!("test clusters listen on TCP"));
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
-        .await
-        .unwrap_or_else(|e| panic!("connect to the test cluster: {e}"));
+    let mut admin = admin_connection(cluster).await;
     // `name` is built above from the pid and a counter: digits and underscores only.
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name} TEMPLATE template0")))
         .execute(&mut admin)
@@ -71,13 +68,18 @@ pub async fn empty_database() -> TestDatabase {
 /// them, do not slow the next).
 pub async fn drop_database(database: &TestDatabase) {
     let cluster = tokio::task::spawn_blocking(cluster).await.unwrap_or_else(|e| panic!("cluster start: {e}"));
-    let admin_url = cluster.tcp_url("postgres").unwrap_or_else(|| unreachable!("test clusters listen on TCP"));
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
-        .await
-        .unwrap_or_else(|e| panic!("connect to the test cluster: {e}"));
+    let mut admin = admin_connection(cluster).await;
     // The name was built by `empty_database`: digits and underscores only.
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", database.name)))
         .execute(&mut admin)
         .await
         .unwrap_or_else(|e| panic!("drop database {}: {e}", database.name));
+}
+
+/// A connection to the cluster's `postgres` database, for creating and dropping test databases.
+async fn admin_connection(cluster: &Cluster) -> sqlx::PgConnection {
+    let admin_url = cluster.tcp_url("postgres").unwrap_or_else(|| unreachable!("test clusters listen on TCP"));
+    <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test cluster: {e}"))
 }

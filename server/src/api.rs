@@ -226,7 +226,7 @@ pub async fn list_todos<S: Store>(
         (None, None) => TodoSet::Owners(human.reach.clone()),
     };
     let todos = state.store.list_todos(TodoQuery { set, state: todo_state, limit }).await?;
-    let todos = crate::wire::todos_with_admission(&state.store, &todos).await?;
+    let todos = crate::wire::todos_with_admission(&state.store, &todos, false).await?;
     Ok(axum::Json(json!({ "todos": todos })).into_response())
 }
 
@@ -305,11 +305,7 @@ pub async fn show_todo<S: Store>(
 ) -> ApiResult {
     let human = require_human(&state.store, &headers).await?;
     let todo = state.store.get_todo(&Actor::Human(human), &id).await?;
-    let mut listed = crate::wire::todos_with_admission(&state.store, std::slice::from_ref(&todo)).await?;
-    let mut body = todo_json(&todo, true);
-    if let (Some(admission), Some(map)) = (listed.pop().and_then(|t| t.get("admission").cloned()), body.as_object_mut())
-    {
-        map.insert("admission".into(), admission);
-    }
+    let mut shown = crate::wire::todos_with_admission(&state.store, std::slice::from_ref(&todo), true).await?;
+    let body = shown.pop().unwrap_or(Value::Null);
     Ok(axum::Json(json!({ "todo": body })).into_response())
 }

@@ -19,7 +19,8 @@ pub const BODY_LIMIT_BYTES: usize = 64 * 1024;
 /// What every handler shares. Cheap to clone.
 pub struct AppState<S: Store> {
     pub store: S,
-    /// Per-human limiter on admission policy writes (SPEC-0030 Security Requirements).
+    /// Limiter on admission policy writes, per human (operator API) and per endpoint (MCP)
+    /// (SPEC-0030 Security Requirements).
     pub admission_writes: Arc<WriteLimiter>,
     /// The `/metrics` credential, queue-label limiter and collection-error counts (SPEC-0023).
     pub metrics: Arc<crate::metrics::MetricsConfig>,

@@ -33,13 +33,6 @@ const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
-/// Per-endpoint limiter on the MCP admission-policy writes (SPEC-0030 Security Requirements:
-/// the MCP verb has its own per-endpoint limiter, as the operator API has a per-human one).
-fn policy_writes() -> &'static crate::admission_api::WriteLimiter {
-    static LIMITER: std::sync::OnceLock<crate::admission_api::WriteLimiter> = std::sync::OnceLock::new();
-    LIMITER.get_or_init(Default::default)
-}
-
 pub async fn handle<S: Store>(
     State(state): State<AppState<S>>,
     Path(slug): Path<String>,
@@ -77,7 +70,7 @@ pub async fn handle<S: Store>(
             };
             let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
             let outcome = match arguments.as_object() {
-                Some(map) => call_tool(&state.store, &agent, name, &Args::new(map)).await,
+                Some(map) => call_tool(&state, &agent, name, &Args::new(map)).await,
                 None => Err(Error::invalid("arguments", "arguments must be an object")),
             };
             if let Err(error) = &outcome {
@@ -236,7 +229,8 @@ fn tools_for(agent: &AgentScope) -> Vec<Value> {
         .collect()
 }
 
-async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &Args<'_>) -> Result<Value> {
+async fn call_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, name: &str, args: &Args<'_>) -> Result<Value> {
+    let store = &state.store;
     if !tool_catalog().iter().any(|(tool, _, _)| *tool == name) {
         return Err(Error::invalid("name", format!("unknown tool {name}")));
     }
@@ -297,7 +291,7 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
             let state = args.opt_str("state")?.map(|s| TodoState::parse("state", s)).transpose()?;
             let limit = parse_limit(args.opt_i64("limit")?)?;
             let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues), state, limit }).await?;
-            Ok(json!({ "todos": todos_with_admission(store, &todos).await? }))
+            Ok(json!({ "todos": todos_with_admission(store, &todos, false).await? }))
         }
         "get_todo" => {
             args.only(&["id"])?;
@@ -324,7 +318,8 @@ async fn call_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &A
         "set_admission_policy" | "clear_admission_policy" => {
             let known: &[&str] = if name == "set_admission_policy" { &["queue", "policy"] } else { &["queue"] };
             args.only(known)?;
-            policy_writes().check(&format!("endpoint:{}", agent.endpoint_id))?;
+            // The same write limiter as the operator API, keyed per endpoint (Security Requirements).
+            state.admission_writes.check(&format!("endpoint:{}", agent.endpoint_id))?;
             let identity = agent.managed_queue(args.str("queue")?)?;
             let actor = PolicyActor {
                 human_id: agent.acting_for_human_id.clone(),

@@ -239,7 +239,11 @@ pub fn claimed_json(claimed: &models::store::Claimed) -> Value {
 
 /// Todos as a listing shows them, each pending todo of a budgeted queue with its admission
 /// status (REQ-6). The statuses come from one read for all the listed queues.
-pub async fn todos_with_admission<S: models::store::Store>(store: &S, todos: &[Todo]) -> Result<Vec<Value>> {
+pub async fn todos_with_admission<S: models::store::Store>(
+    store: &S,
+    todos: &[Todo],
+    with_payload: bool,
+) -> Result<Vec<Value>> {
     let mut identities: Vec<QueueIdentity> =
         todos.iter().filter(|t| t.state == models::todo::TodoState::Pending).map(|t| t.identity.clone()).collect();
     identities.sort();
@@ -248,7 +252,7 @@ pub async fn todos_with_admission<S: models::store::Store>(store: &S, todos: &[T
     Ok(todos
         .iter()
         .map(|todo| {
-            let mut body = todo_json(todo, false);
+            let mut body = todo_json(todo, with_payload);
             let admission = admissions.iter().find(|a| a.identity == todo.identity);
             if let (Some(admission), Some(map), true) =
                 (admission, body.as_object_mut(), todo.state == models::todo::TodoState::Pending)
