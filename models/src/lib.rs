@@ -10,6 +10,8 @@ pub mod counters;
 pub mod error;
 pub mod identity;
 pub mod lock_model;
+pub mod model_store;
+pub mod mutants;
 pub mod reference;
 pub mod scope;
 pub mod store;

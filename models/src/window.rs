@@ -299,6 +299,9 @@ fn first_instant_reading(tz: Tz, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
     match tz.from_local_datetime(&wall) {
         LocalResult::Single(instant) => Some(instant.to_utc()),
         // The clock reached the anchor on its first pass; the repeat is the same window's.
+        LocalResult::Ambiguous(first, second) if crate::mutants::active(crate::mutants::Mutant::FoldLatest) => {
+            Some(first.max(second).to_utc())
+        }
         LocalResult::Ambiguous(first, second) => Some(first.min(second).to_utc()),
         // The clock jumped over the anchor, and first reads later than it where the gap ends.
         LocalResult::None => GapInfo::new(&wall, &tz)?.end.map(|instant| instant.to_utc()),

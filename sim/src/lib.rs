@@ -1,5 +1,19 @@
-//! Switchboard's deterministic simulation.
+//! Switchboard's deterministic simulation: the production router on turmoil replicas over one
+//! shared store (the in-memory `ModelStore` or, through a blocking bridge, real PostgreSQL),
+//! simulated agents, an owner and a webhook producer, fault injection, invariant checks, the
+//! differential run, the real-concurrency stress run and the seeded-bug catalog.
 //!
-//! Owns (as the simulation issue fills it in): turmoil hosts for server replicas, agents and a
-//! database host; fault injection; invariant checks; the seeded-bug catalog; a CLI. Must never
-//! be needed at runtime by the server. Today it holds nothing beyond this crate boundary.
+//! Must never be needed at runtime by the server.
+
+pub mod bridge;
+pub mod check;
+pub mod faults;
+pub mod model;
+pub mod mutants;
+pub mod net;
+pub mod oracle;
+pub mod postgres;
+pub mod runner;
+pub mod sql_invariants;
+pub mod stress;
+pub mod world;

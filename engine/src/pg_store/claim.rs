@@ -24,6 +24,7 @@ use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Decision, Headroom, Observation, Policy, Reason};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
+use models::mutants::{self, Mutant};
 use models::scope::Actor;
 use models::store::{ClaimNext, Claimed, DeferredQueue};
 use models::todo::Todo;
@@ -101,6 +102,9 @@ impl PgStore {
                     Admission::Refused { reason, .. } => {
                         tx.rollback().await.map_err(db_error)?;
                         self.counters.refused(&candidate.identity.queue, reason);
+                        if mutants::active(Mutant::ClaimNextStopsAtFirstRefusal) {
+                            return Ok(ClaimNext::Empty { deferred: vec![] });
+                        }
                         excluded.push(candidate.identity);
                         if !pre_read && queues.len() > excluded.len() {
                             pre_read = true;
@@ -211,6 +215,12 @@ impl PgStore {
         };
         let policy = match &locked.evaluated {
             Ok(policy) => policy,
+            Err(_) if mutants::active(Mutant::FailOpenUnknownZone) => {
+                let now = self.clock_after_lock(tx).await?;
+                check_claimable(candidate, now)?;
+                let (todo, _) = claim_locked(tx, actor, &candidate.id, now, lease_seconds, None).await?;
+                return Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })));
+            }
             Err(problem) => {
                 tracing::warn!(%problem, queue = %candidate.identity, "admission policy invalid; refusing (fail closed)");
                 return Ok(unavailable());
@@ -222,7 +232,8 @@ impl PgStore {
         check_claimable(candidate, observed.now)?;
 
         // 5. Decide.
-        match admission::decide(policy, observed.in_flight, observed.used) {
+        let used_for_decision = if mutants::active(Mutant::IgnoreUsage) { 0 } else { observed.used };
+        match admission::decide(policy, observed.in_flight, used_for_decision) {
             Decision::Refuse(reason) => {
                 let hint = admission::status(policy, &observed).hint;
                 Ok(Admission::Refused { reason, hint, now: Some(observed.now) })
@@ -230,9 +241,15 @@ impl PgStore {
             // 6. Claim and charge.
             Decision::Admit => {
                 let window = policy.window.as_ref().map(|w| w.window_containing(observed.now));
-                let charge = window.filter(|_| policy.charges()).map(|(start, _)| (locked.id.clone(), start));
+                let mut charge = window.filter(|_| policy.charges()).map(|(start, _)| (locked.id.clone(), start));
+                if mutants::active(Mutant::ChargePerTodo) && attempt_of(tx, &candidate.id).await? > 0 {
+                    charge = None;
+                }
                 let (todo, used) = claim_locked(tx, actor, &candidate.id, observed.now, lease_seconds, charge).await?;
-                if let (Some(max), Some(used)) = (policy.max_claims_per_window, used) {
+                if let (Some(max), Some(used)) = (policy.max_claims_per_window, used)
+                    && !mutants::active(Mutant::CheckOutsideLock)
+                    && !mutants::active(Mutant::IgnoreUsage)
+                {
                     assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
                 }
                 Ok(Admission::Claimed(Box::new(Claimed {
@@ -270,7 +287,7 @@ impl PgStore {
                 "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
                (SELECT w.used FROM admission_windows w WHERE w.policy_id = $5 AND w.window_start = $6) \
              FROM (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
-                   WHERE t.state = 'claimed' AND t.queue = $4 AND t.id <> $7 \
+                   WHERE t.state = 'claimed' AND (t.queue = $4 OR $8) AND t.id <> $7 \
                      AND (t.endpoint_id = $2 OR t.team_id = $3)) f",
             )
             .bind(self.now_param())
@@ -279,7 +296,8 @@ impl PgStore {
             .bind(&candidate.identity.queue)
             .bind(policy_id)
             .bind(guess.map(|(start, _)| start))
-            .bind(&candidate.id)
+            .bind(if mutants::active(Mutant::TakeoverCountsItself) { "" } else { candidate.id.as_str() })
+            .bind(mutants::active(Mutant::InFlightAcrossQueues))
             .fetch_one(&mut **tx)
             .await
             .map_err(db_error)?;
@@ -464,15 +482,15 @@ async fn lock_policy(
     identity: &QueueIdentity,
 ) -> Result<Option<LockedPolicy>, sqlx::Error> {
     type Row = (String, Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
-    let row: Option<Row> = sqlx::query_as(
-        "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, window_start, window_weekday \
-         FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE",
-    )
-    .bind(identity.endpoint_id())
-    .bind(identity.team_id())
-    .bind(&identity.queue)
-    .fetch_optional(&mut **tx)
-    .await?;
+    const LOCKING: &str = "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, window_start, \
+         window_weekday FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE";
+    let sql = if mutants::active(Mutant::CheckOutsideLock) { LOCKING.trim_end_matches(" FOR UPDATE") } else { LOCKING };
+    let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(identity.endpoint_id())
+        .bind(identity.team_id())
+        .bind(&identity.queue)
+        .fetch_optional(&mut **tx)
+        .await?;
     Ok(row.map(|(id, max_in_flight, max_claims, period, tz, start, weekday)| LockedPolicy {
         id,
         evaluated: Policy::from_stored(
@@ -484,6 +502,11 @@ async fn lock_policy(
             weekday.as_deref(),
         ),
     }))
+}
+
+/// The attempt count of a todo this transaction holds (only the charge-per-todo mutant asks).
+async fn attempt_of(tx: &mut Transaction<'static, Postgres>, id: &str) -> Result<i32> {
+    sqlx::query_scalar("SELECT attempt FROM todos WHERE id = $1").bind(id).fetch_one(&mut **tx).await.map_err(db_error)
 }
 
 /// Locks a todo row (blocking) and reads it; an absent id is `not_found`.

@@ -1,0 +1,311 @@
+//! The claim transaction in memory (`engine/src/pg_store/claim.rs`): the same steps in the same
+//! order — pick the oldest claimable candidate, find its policy, read the clock, in-flight (not
+//! counting the candidate) and the window's usage, decide with `admission::decide`, then refuse
+//! (nothing changes) or claim and charge one unit.
+//!
+//! Governing: SPEC-0030 REQ-3 (charging), REQ-4 (the decision on every claim path), REQ-7 (claim
+//! responses: headroom, the deferred list, the `deferred` error), REQ-9 (fail closed).
+
+use super::admission::Pending;
+use super::{ModelStore, State};
+use crate::admission::{self, AdmissionHint, Decision, Headroom, Observation, Policy, Reason};
+use crate::error::{Code, Error, Result};
+use crate::identity::QueueIdentity;
+use crate::scope::Actor;
+use crate::store::{ClaimNext, Claimed, DeferredQueue};
+use crate::todo::{Todo, TodoState};
+use chrono::{DateTime, Duration, Utc};
+
+/// A candidate picked (claim_next) or named (claim). A named one may not be claimable.
+struct Candidate {
+    id: String,
+    identity: QueueIdentity,
+    named: bool,
+}
+
+/// What the admission steps concluded for a candidate.
+enum Admission {
+    Claimed(Box<Claimed>),
+    Refused { reason: Reason, hint: AdmissionHint, now: Option<DateTime<Utc>> },
+}
+
+impl ModelStore {
+    /// `claim_next` (REQ-4, REQ-7): the oldest claimable todo across `queues`. Without a policy
+    /// on its queue it is claimed at once (the fast path); otherwise the budgeted path.
+    pub(super) fn claim_next_tx(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+    ) -> Result<ClaimNext> {
+        if queues.is_empty() {
+            return Ok(ClaimNext::Empty { deferred: vec![] });
+        }
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let Some(candidate) = state.pick_candidate(queues, &[], now) else {
+            return Ok(ClaimNext::Empty { deferred: vec![] });
+        };
+        if state.policy_of(&candidate.identity).is_some() {
+            return self.claim_next_budgeted(&mut state, actor, queues, lease_seconds);
+        }
+        // REQ-1 "No policy, no change": no admission row read beyond the lookup, none written.
+        let (todo, _) = state.claim_locked(actor, &candidate.id, now, lease_seconds, None)?;
+        self.counters.claimed(&todo.identity.queue, false);
+        Ok(ClaimNext::Claimed(Box::new(Claimed { todo, admission: None })))
+    }
+
+    /// REQ-4, REQ-7: candidate by candidate, each refused queue excluded; after the first
+    /// refusal the queues an unlocked read shows deferred are excluded too; when nothing is left,
+    /// the excluded queues with pending work form the deferred list, except that queues which
+    /// reopened meanwhile get one more round.
+    fn claim_next_budgeted(
+        &self,
+        state: &mut State,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+    ) -> Result<ClaimNext> {
+        let mut excluded: Vec<QueueIdentity> = Vec::new();
+        let mut pre_read = false;
+        for round in 0..2 {
+            for _ in 0..=queues.len() {
+                let now = self.clock.now();
+                let Some(candidate) = state.pick_candidate(queues, &excluded, now) else {
+                    break;
+                };
+                match self.admit_and_claim(state, actor, &candidate, lease_seconds)? {
+                    Admission::Claimed(claimed) => {
+                        self.counters
+                            .claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
+                        return Ok(ClaimNext::Claimed(claimed));
+                    }
+                    Admission::Refused { reason, .. } => {
+                        self.counters.refused(&candidate.identity.queue, reason);
+                        excluded.push(candidate.identity);
+                        if !pre_read && queues.len() > excluded.len() {
+                            pre_read = true;
+                            self.exclude_deferred(state, queues, &mut excluded);
+                        }
+                    }
+                }
+            }
+            let statuses =
+                if excluded.is_empty() { vec![] } else { self.admissions_of(state, &excluded, Pending::Count) };
+            let reopened: Vec<&QueueIdentity> = statuses
+                .iter()
+                .filter(|q| !q.status.hint.is_deferred() && q.pending > 0)
+                .map(|q| &q.identity)
+                .collect();
+            if round == 0 && !reopened.is_empty() {
+                excluded.retain(|q| !reopened.contains(&q));
+                continue;
+            }
+            let deferred = statuses
+                .into_iter()
+                .filter(|q| q.pending > 0)
+                .filter_map(|q| {
+                    let hint = q.status.hint;
+                    hint.reason.map(|reason| DeferredQueue {
+                        identity: q.identity,
+                        reason,
+                        pending: q.pending,
+                        next_eligible_at: hint.next_eligible_at,
+                        exact: hint.exact,
+                    })
+                })
+                .collect();
+            return Ok(ClaimNext::Empty { deferred });
+        }
+        Ok(ClaimNext::Empty { deferred: vec![] })
+    }
+
+    /// REQ-4's permitted pre-skip: excludes every queue an unlocked read shows deferred; one
+    /// with pending work counts as a refused claim (REQ-9, REQ-12 counters).
+    fn exclude_deferred(&self, state: &State, queues: &[QueueIdentity], excluded: &mut Vec<QueueIdentity>) {
+        for queue in self.admissions_of(state, queues, Pending::AnyAtAll) {
+            if let Some(reason) = queue.status.hint.reason
+                && !excluded.contains(&queue.identity)
+            {
+                if queue.pending > 0 {
+                    self.counters.refused(&queue.identity.queue, reason);
+                }
+                excluded.push(queue.identity);
+            }
+        }
+    }
+
+    /// `claim` of a named todo (REQ-4, REQ-7): in a deferred queue it fails with `deferred`
+    /// (queue, reason, next_eligible_at, exact, retry_after_seconds) and changes nothing.
+    pub(super) fn claim_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        let mut state = self.lock();
+        let todo = state.todos.get(id).ok_or_else(Error::not_found)?;
+        actor.check_todo_access(&todo.identity)?;
+        let candidate = Candidate { id: todo.id.clone(), identity: todo.identity.clone(), named: true };
+        match self.admit_and_claim(&mut state, actor, &candidate, lease_seconds)? {
+            Admission::Claimed(claimed) => {
+                self.counters
+                    .claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
+                Ok(*claimed)
+            }
+            Admission::Refused { reason, hint, now } => {
+                self.counters.refused(&candidate.identity.queue, reason);
+                Err(deferred_error(&candidate.identity, reason, hint, now))
+            }
+        }
+    }
+
+    /// REQ-4 steps 2–6 (REQ-9: a row that does not evaluate refuses before anything else).
+    fn admit_and_claim(
+        &self,
+        state: &mut State,
+        actor: &Actor,
+        candidate: &Candidate,
+        lease_seconds: i64,
+    ) -> Result<Admission> {
+        let Some(row) = state.policy_of(&candidate.identity) else {
+            let now = self.clock.now();
+            state.check_claimable(candidate, now)?;
+            let (todo, _) = state.claim_locked(actor, &candidate.id, now, lease_seconds, None)?;
+            return Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })));
+        };
+        let policy_id = row.id.clone();
+        let Ok(policy) = row.evaluate() else {
+            return Ok(Admission::Refused {
+                reason: Reason::AdmissionUnavailable,
+                hint: admission::unavailable_status().hint,
+                now: None,
+            });
+        };
+        let observed = self.observe(state, &policy_id, &policy, candidate);
+        state.check_claimable(candidate, observed.now)?;
+        match admission::decide(&policy, observed.in_flight, observed.used) {
+            Decision::Refuse(reason) => {
+                let hint = admission::status(&policy, &observed).hint;
+                Ok(Admission::Refused { reason, hint, now: Some(observed.now) })
+            }
+            Decision::Admit => {
+                let window = policy.window.as_ref().map(|w| w.window_containing(observed.now));
+                let charge = window.filter(|_| policy.charges()).map(|(start, _)| (policy_id, start));
+                let (todo, used) = state.claim_locked(actor, &candidate.id, observed.now, lease_seconds, charge)?;
+                if let (Some(max), Some(used)) = (policy.max_claims_per_window, used) {
+                    assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
+                }
+                Ok(Admission::Claimed(Box::new(Claimed {
+                    todo,
+                    admission: Some(Headroom {
+                        max_in_flight: policy.max_in_flight,
+                        in_flight: observed.in_flight + 1,
+                        max_claims_per_window: policy.max_claims_per_window,
+                        used,
+                        remaining: policy.max_claims_per_window.zip(used).map(|(max, used)| (max - used).max(0)),
+                        window_resets_at: window.filter(|_| policy.charges()).map(|(_, end)| end),
+                    }),
+                })))
+            }
+        }
+    }
+
+    /// REQ-4 step 4: the clock, in-flight without the candidate, the earliest lease among them,
+    /// and the usage of the window containing that clock reading.
+    fn observe(&self, state: &State, policy_id: &str, policy: &Policy, candidate: &Candidate) -> Observation {
+        let now = self.clock.now();
+        let others: Vec<&Todo> = state
+            .todos
+            .values()
+            .filter(|t| t.state == TodoState::Claimed && t.identity == candidate.identity && t.id != candidate.id)
+            .collect();
+        let used = policy.window.as_ref().map_or(0, |w| state.used(policy_id, w.window_start(now)));
+        Observation {
+            now,
+            in_flight: others.len() as i64,
+            used,
+            earliest_lease_expiry: others.iter().filter_map(|t| t.lease_expires_at).min(),
+            reaper_interval: self.reaper_interval_chrono(),
+        }
+    }
+}
+
+impl State {
+    /// REQ-4 step 1: the oldest claimable todo by (created_at, id) outside the excluded queues.
+    fn pick_candidate(
+        &self,
+        queues: &[QueueIdentity],
+        excluded: &[QueueIdentity],
+        now: DateTime<Utc>,
+    ) -> Option<Candidate> {
+        self.todos
+            .values()
+            .filter(|t| queues.contains(&t.identity) && !excluded.contains(&t.identity) && t.claimable_at(now))
+            .min_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+            .map(|t| Candidate { id: t.id.clone(), identity: t.identity.clone(), named: false })
+    }
+
+    /// `conflict` with the state when a named todo is not claimable at `now`.
+    fn check_claimable(&self, candidate: &Candidate, now: DateTime<Utc>) -> Result<()> {
+        match self.todos.get(&candidate.id) {
+            Some(todo) if candidate.named && !todo.claimable_at(now) => {
+                Err(Error::conflict_state("the todo is not claimable", todo.state.as_str()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// REQ-3: the claim itself — state, lease, attempt + 1, an attempt row (closing a lapsed
+    /// claimant's) and, with a window limit, one unit charged to the window containing `now`.
+    /// Returns the todo and the window's usage after the charge.
+    fn claim_locked(
+        &mut self,
+        actor: &Actor,
+        id: &str,
+        now: DateTime<Utc>,
+        lease_seconds: i64,
+        charge: Option<(String, DateTime<Utc>)>,
+    ) -> Result<(Todo, Option<i64>)> {
+        let label = actor.label();
+        let todo = self.todo_mut(id)?;
+        todo.state = TodoState::Claimed;
+        todo.owner = Some(label.clone());
+        todo.claimed_by_endpoint_id = actor.endpoint_id().map(str::to_string);
+        todo.lease_expires_at = Some(now + Duration::seconds(lease_seconds));
+        todo.attempt += 1;
+        todo.claimed_at = Some(now);
+        todo.next_retry_at = None;
+        todo.completed_at = None;
+        todo.updated_at = now;
+        let todo = todo.clone();
+        self.close_attempt(id, now, "lease_expired");
+        let attempts = self.attempts.entry(id.to_string()).or_default();
+        let seq = attempts.iter().map(|a| a.seq).max().unwrap_or(0) + 1;
+        attempts.push(super::Attempt {
+            seq,
+            claimant: label,
+            endpoint_id: actor.endpoint_id().map(str::to_string),
+            started_at: now,
+            ended_at: None,
+            outcome: None,
+        });
+        let used = charge.map(|key| {
+            let used = self.usage.entry(key).or_default();
+            *used += 1;
+            *used
+        });
+        debug_assert!(todo.state == TodoState::Claimed && todo.attempt >= 1);
+        Ok((todo, used))
+    }
+}
+
+/// The `deferred` error of REQ-7, word for word as `PgStore` builds it.
+fn deferred_error(identity: &QueueIdentity, reason: Reason, hint: AdmissionHint, now: Option<DateTime<Utc>>) -> Error {
+    let retry_after_seconds = hint.next_eligible_at.zip(now).map(|(t, now)| (t - now).num_seconds().max(1));
+    let mut error =
+        Error::new(Code::Deferred, format!("queue {} admits no claim now: {}", identity.queue, reason.as_str()))
+            .with("queue", identity.queue.clone())
+            .with("reason", reason.as_str())
+            .with("next_eligible_at", hint.next_eligible_at.map(|t| t.to_rfc3339()))
+            .with("exact", hint.exact);
+    if let Some(seconds) = retry_after_seconds {
+        error = error.with("retry_after_seconds", seconds);
+    }
+    error
+}

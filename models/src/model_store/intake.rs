@@ -1,0 +1,196 @@
+//! Intake capacity and owner cancellation in memory (`engine/src/pg_store/intake.rs`).
+//!
+//! Capacity is one install-wide value read at each intake (environment > persisted setting >
+//! default). Cancellation turns pending todos `discarded` (terminal; they keep their dedup slot);
+//! purge deletes a queue identity's todos and policy; deleting an endpoint cascades as the
+//! foreign keys do.
+//!
+//! Governing: intake-capacity.md; SPEC-0030 REQ-6 (clearing removes deferred todos too, and
+//! never charges or refunds), REQ-10 (a purged policy's audit stays).
+
+use super::{Cancellation, ModelStore, State, database_error};
+use crate::capacity::{self, Capacity, CapacityEnv};
+use crate::error::{Code, Error, Result};
+use crate::identity::{Owner, QueueIdentity, ScopeRef};
+use crate::scope::HumanScope;
+use crate::store::PolicyActor;
+use crate::todo::{CreatedByKind, TITLE_LENGTH_MAX, Todo, TodoState};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+impl ModelStore {
+    /// The effective capacity and its source; the persisted value shown even when locked
+    /// (intake-capacity.md; no SPEC-0030 requirement: intake is not admission).
+    pub(super) fn queue_capacity_tx(&self) -> Capacity {
+        let state = self.lock();
+        let mut capacity = state.capacity(self.intake_env);
+        if capacity.locked {
+            capacity.setting = capacity::parse_setting(state.settings.get(capacity::CAPACITY_SETTING_KEY));
+        }
+        capacity
+    }
+
+    /// Persists the setting (`conflict` while the environment locks it); never removes work
+    /// (intake-capacity.md; no SPEC-0030 requirement).
+    pub(super) fn set_queue_capacity_tx(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
+        if let CapacityEnv::Locked(_) = self.intake_env {
+            return Err(Error::new(Code::Conflict, format!("the capacity is locked by {}", capacity::CAPACITY_ENV))
+                .with("state", "locked"));
+        }
+        if !(0..=capacity::CAPACITY_SETTING_MAX).contains(&max_pending) {
+            return Err(Error::invalid(
+                "max_pending_per_queue",
+                format!("max_pending_per_queue must be 0 (unlimited) to {}", capacity::CAPACITY_SETTING_MAX),
+            ));
+        }
+        {
+            let mut state = self.lock();
+            // `updated_by_human_id REFERENCES humans`.
+            if !state.human_exists(by_human_id) {
+                return Err(database_error());
+            }
+            state.settings.insert(capacity::CAPACITY_SETTING_KEY.to_string(), Value::from(max_pending));
+        }
+        Ok(self.queue_capacity_tx())
+    }
+
+    /// Removes one pending todo of `identity`, whatever created it (REQ-6: deferred included).
+    pub(super) fn discard_todo_tx(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let Some(todo) = state.todos.get_mut(id).filter(|t| &t.identity == identity) else {
+            return Err(Error::not_found());
+        };
+        if todo.state != TodoState::Pending {
+            return Err(
+                Error::new(Code::NotPending, "only a pending todo can be removed").with("state", todo.state.as_str())
+            );
+        }
+        todo.state = TodoState::Discarded;
+        todo.updated_at = now;
+        state.record_cancellation(identity, by, "remove", vec![id.to_string()], now);
+        drop(state);
+        self.counters.discarded(&identity.queue, "remove", 1);
+        Ok(())
+    }
+
+    /// Removes every pending todo of `identity`, deferred ones included (REQ-6): the exact count.
+    pub(super) fn clear_queue_tx(&self, identity: &QueueIdentity, by: &PolicyActor) -> u64 {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let mut removed = Vec::new();
+        for todo in state.todos.values_mut().filter(|t| &t.identity == identity && t.state == TodoState::Pending) {
+            todo.state = TodoState::Discarded;
+            todo.updated_at = now;
+            removed.push(todo.id.clone());
+        }
+        let count = removed.len() as u64;
+        state.record_cancellation(identity, by, "clear", removed, now);
+        drop(state);
+        self.counters.discarded(&identity.queue, "clear", count);
+        count
+    }
+
+    /// Edits a pending todo's title/payload: only the human who created it (intake-capacity.md;
+    /// REQ-6: the todo's admission fields are untouched). `PgStore` stamps
+    /// `updated_at` with the database's own clock here; the model uses the injected one.
+    pub(super) fn edit_todo_tx(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        if let Some(title) = &title
+            && (title.trim().is_empty() || title.chars().count() > TITLE_LENGTH_MAX)
+        {
+            return Err(Error::invalid("title", format!("title must be 1-{TITLE_LENGTH_MAX} characters")));
+        }
+        let mut state = self.lock();
+        let todo = state.todos.get(id).ok_or_else(Error::not_found)?;
+        if !human.reach.contains(&todo.identity) {
+            return Err(Error::not_found());
+        }
+        if todo.state != TodoState::Pending {
+            return Err(Error::conflict_state("only a pending todo can be edited", todo.state.as_str()));
+        }
+        if todo.created_by_kind != CreatedByKind::Human
+            || todo.created_by_id.as_deref() != Some(human.human.id.as_str())
+        {
+            return Err(Error::conflict_state("only the human who created this todo may edit it", todo.state.as_str())
+                .with("created_by_kind", todo.created_by_kind.as_str()));
+        }
+        let now = self.clock.now();
+        let todo = state.todo_mut(id)?;
+        if let Some(title) = title {
+            todo.title = title;
+        }
+        if let Some(payload) = payload {
+            todo.payload = Some(payload);
+        }
+        todo.updated_at = now;
+        Ok(todo.clone())
+    }
+
+    /// Purge: every todo of `identity` (any state) and its policy (with its usage) go; the
+    /// policy's audit stays. A stale claimant's later complete or fail finds nothing.
+    pub(super) fn purge_queue_tx(&self, identity: &QueueIdentity, by: &PolicyActor) -> u64 {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let purged = state.delete_todos(|t| &t.identity == identity);
+        state.delete_policies(|p| &p.identity == identity);
+        let count = purged.len() as u64;
+        state.record_cancellation(identity, by, "purge", purged, now);
+        count
+    }
+
+    /// REQ-2, REQ-10: deletes an endpoint the human manages, cascading as the foreign keys do: its grants,
+    /// todos, policies (and usage) and webhook targets. Anything else is `not_found`.
+    pub(super) fn delete_endpoint_tx(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        let Owner::Endpoint(id) = self.resolve_scope_tx(&human.manages, endpoint)? else {
+            return Err(Error::not_found());
+        };
+        let mut state = self.lock();
+        let Some(index) = state.endpoints.iter().position(|e| e.id == id) else {
+            return Err(Error::not_found());
+        };
+        state.endpoints.remove(index);
+        let owned = |identity: &QueueIdentity| identity.endpoint_id() == Some(id.as_str());
+        state.delete_todos(|t| owned(&t.identity));
+        state.delete_policies(|p| owned(&p.identity));
+        for webhook in &mut state.webhooks {
+            webhook.targets.retain(|target| !owned(target));
+        }
+        Ok(())
+    }
+}
+
+impl State {
+    /// The effective capacity: the environment when it locks, else the persisted setting (a
+    /// corrupt value counts as unset), else the default.
+    pub(super) fn capacity(&self, env: CapacityEnv) -> Capacity {
+        let stored = match env {
+            CapacityEnv::Locked(_) => None,
+            CapacityEnv::Unset => self.settings.get(capacity::CAPACITY_SETTING_KEY),
+        };
+        capacity::effective(env, capacity::parse_setting(stored))
+    }
+
+    fn record_cancellation(
+        &mut self,
+        identity: &QueueIdentity,
+        by: &PolicyActor,
+        action: &'static str,
+        todo_ids: Vec<String>,
+        at: DateTime<Utc>,
+    ) {
+        self.cancellations.push(Cancellation {
+            identity: identity.clone(),
+            actor_human_id: by.human_id.clone(),
+            actor_endpoint_id: by.endpoint_id.clone(),
+            action,
+            todo_ids,
+            at,
+        });
+    }
+}

@@ -1,0 +1,179 @@
+//! Everything after a claim, in memory (`engine/src/pg_store/lifecycle.rs`): heartbeat,
+//! complete, fail, release, Retry now, and the two sweeps that return work to the queue.
+//!
+//! Only the lease holder may heartbeat, complete, fail or release (base-system §2); anyone else
+//! in scope gets `conflict` with the todo's state. None of these refunds a charge (SPEC-0030
+//! REQ-3), and none changes a deferred todo's attempt because of admission (REQ-6).
+
+use super::{ModelStore, State, database_error};
+use crate::error::{Error, Result};
+use crate::scope::Actor;
+use crate::store::SweepReport;
+use crate::todo::{Todo, TodoState, retry_backoff};
+use chrono::{DateTime, Duration, Utc};
+use serde_json::Value;
+
+impl ModelStore {
+    /// The todo the actor holds the lease on, and the clock read after the lock.
+    fn held(&self, state: &State, actor: &Actor, id: &str) -> Result<(Todo, DateTime<Utc>)> {
+        let todo = state.todos.get(id).ok_or_else(Error::not_found)?;
+        actor.check_todo_access(&todo.identity)?;
+        if todo.state != TodoState::Claimed || todo.owner.as_deref() != Some(actor.label().as_str()) {
+            return Err(Error::conflict_state("the caller does not hold this todo's lease", todo.state.as_str()));
+        }
+        Ok((todo.clone(), self.clock.now()))
+    }
+
+    /// Heartbeat: the lease runs `lease_seconds` from now (a lapsed but unreaped lease too);
+    /// REQ-6: it moves the in-flight hint, which is why that hint is inexact.
+    pub(super) fn heartbeat_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        let mut state = self.lock();
+        let (_, now) = self.held(&state, actor, id)?;
+        let todo = state.todo_mut(id)?;
+        todo.lease_expires_at = Some(now + Duration::seconds(lease_seconds));
+        todo.updated_at = now;
+        Ok(todo.clone())
+    }
+
+    /// Complete (REQ-3: no refund; REQ-8: frees an in-flight slot).
+    pub(super) fn complete_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let mut state = self.lock();
+        let (_, now) = self.held(&state, actor, id)?;
+        let todo = state.todo_mut(id)?;
+        todo.state = TodoState::Done;
+        todo.result = result;
+        todo.completed_at = Some(now);
+        todo.lease_expires_at = None;
+        todo.updated_at = now;
+        let todo = todo.clone();
+        state.close_attempt(id, now, "completed");
+        drop(state);
+        self.counters.completed(&todo.identity.queue, "complete");
+        Ok(todo)
+    }
+
+    /// Fail: parked with a backoff below `max_attempts`, dead-lettered at it (REQ-3: no refund).
+    pub(super) fn fail_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let mut state = self.lock();
+        let (held, now) = self.held(&state, actor, id)?;
+        let todo = state.todo_mut(id)?;
+        todo.state = TodoState::Failed;
+        todo.result = result;
+        todo.next_retry_at = (held.attempt < held.max_attempts).then(|| now + retry_backoff(held.attempt));
+        todo.lease_expires_at = None;
+        todo.updated_at = now;
+        let todo = todo.clone();
+        state.close_attempt(id, now, "failed");
+        drop(state);
+        self.counters.completed(&todo.identity.queue, "fail");
+        Ok(todo)
+    }
+
+    /// Release: back to pending with the attempt unchanged (REQ-3: the charge stands).
+    pub(super) fn release_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let mut state = self.lock();
+        let (_, now) = self.held(&state, actor, id)?;
+        let todo = state.todo_mut(id)?;
+        todo.state = TodoState::Pending;
+        todo.owner = None;
+        todo.claimed_by_endpoint_id = None;
+        todo.lease_expires_at = None;
+        todo.updated_at = now;
+        let todo = todo.clone();
+        state.close_attempt(id, now, "released");
+        Ok(todo)
+    }
+
+    /// Retry now: a failed todo back to pending with a fresh attempt budget (REQ-3: a later claim
+    /// is charged again). A dead letter whose idempotency key another live todo holds violates
+    /// the dedup index, which `PgStore` reports as an internal database error.
+    pub(super) fn retry_now_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let mut state = self.lock();
+        let todo = state.todos.get(id).ok_or_else(Error::not_found)?;
+        actor.check_todo_access(&todo.identity)?;
+        if todo.state != TodoState::Failed {
+            return Err(Error::conflict_state("only a failed todo can be retried", todo.state.as_str()));
+        }
+        let now = self.clock.now();
+        let slot_taken = todo.next_retry_at.is_none()
+            && todo.idempotency_key.is_some()
+            && state.todos.values().any(|other| {
+                other.id != todo.id
+                    && other.identity == todo.identity
+                    && other.idempotency_key == todo.idempotency_key
+                    && holds_dedup_slot(other)
+            });
+        if slot_taken {
+            return Err(database_error());
+        }
+        let todo = state.todo_mut(id)?;
+        todo.state = TodoState::Pending;
+        todo.attempt = 0;
+        todo.result = None;
+        todo.claimed_at = None;
+        todo.completed_at = None;
+        todo.next_retry_at = None;
+        todo.owner = None;
+        todo.claimed_by_endpoint_id = None;
+        todo.updated_at = now;
+        Ok(todo.clone())
+    }
+
+    /// The lease reaper (REQ-8: frees in-flight slots): lapsed claims back to pending, or
+    /// dead-lettered at `max_attempts`.
+    pub(super) fn reap_tx(&self) -> SweepReport {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let lapsed: Vec<String> = state
+            .todos
+            .values()
+            .filter(|t| t.state == TodoState::Claimed && t.lease_expires_at.is_some_and(|lease| lease < now))
+            .map(|t| t.id.clone())
+            .collect();
+        let mut report = SweepReport::default();
+        for id in lapsed {
+            if let Some(todo) = state.todos.get_mut(&id) {
+                let dead = todo.attempt >= todo.max_attempts;
+                todo.state = if dead { TodoState::Failed } else { TodoState::Pending };
+                todo.owner = None;
+                todo.claimed_by_endpoint_id = None;
+                todo.lease_expires_at = None;
+                todo.next_retry_at = None;
+                todo.updated_at = now;
+                if dead {
+                    report.dead_lettered += 1;
+                } else {
+                    report.returned_to_pending += 1;
+                }
+            }
+            state.close_attempt(&id, now, "reaped");
+        }
+        report
+    }
+
+    /// The retry scheduler (REQ-6: a due retry returns to pending even while deferred).
+    pub(super) fn requeue_due_retries_tx(&self) -> u64 {
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let mut requeued = 0;
+        for todo in state.todos.values_mut().filter(|t| {
+            t.state == TodoState::Failed && t.next_retry_at.is_some_and(|due| due <= now) && t.attempt < t.max_attempts
+        }) {
+            todo.state = TodoState::Pending;
+            todo.owner = None;
+            todo.claimed_by_endpoint_id = None;
+            todo.next_retry_at = None;
+            todo.updated_at = now;
+            requeued += 1;
+        }
+        requeued
+    }
+}
+
+/// Whether a todo occupies its idempotency key's slot (the partial unique index): live = not
+/// done and not dead-lettered. Discarded todos keep theirs (intake-capacity.md).
+pub(super) fn holds_dedup_slot(todo: &Todo) -> bool {
+    todo.idempotency_key.is_some()
+        && todo.state != TodoState::Done
+        && (todo.state != TodoState::Failed || todo.next_retry_at.is_some())
+}

@@ -1,0 +1,323 @@
+//! `ModelStore`: the `Store` in memory, behaving exactly like the production `PgStore`.
+//!
+//! Why it exists: it is the simulation's database host (turmoil runs the production router over
+//! it, deterministically, with no real I/O) and the executable specification of what each store
+//! transaction does. A differential test (`engine/tests/model_store_differential.rs`) drives it
+//! and `PgStore` with the same seeded operations and requires equal answers, so a reader can
+//! learn the semantics of the SQL in `engine/src/pg_store/*.rs` here, one short function per
+//! transaction, and trust that they match.
+//!
+//! What it mirrors, table by table: the migrations' rows (todos with their attempts, admission
+//! policies stored raw as `PgStore` reads them back, usage per (policy, window_start), the audit,
+//! webhooks and deliveries, settings, principals), their constraints (a violated CHECK, UNIQUE or
+//! foreign key is the same `internal` error `PgStore` reports), their cascades, and every ORDER BY
+//! (the cluster uses `--no-locale`, so text orders bytewise, as `String` does; NULLs sort last
+//! ascending). The admission decision, status and hints are `models::admission`'s functions, the
+//! windows `models::window`'s, the lifecycle arithmetic `models::todo`'s: the very functions
+//! `PgStore` calls, so the two cannot drift in them.
+//!
+//! Determinism: `BTreeMap`/`Vec` only, no randomness, and time only from the injected `Clock`,
+//! read at the points where `PgStore` binds `$now` (so a simulation that moves the clock between
+//! statements sees the same instants). Generated ids are counters in `PgStore`'s shapes
+//! (`td_` + 32 hex digits, …), and slugs take a counter where `PgStore` takes random bits.
+//!
+//! Governing: SPEC-0030 REQ-1 … REQ-10 (cited per transition), base-system §2 (the lifecycle),
+//! intake-capacity.md (capacity, cancellation). The state lives behind one std `Mutex`, held
+//! for a whole transaction and never across an `.await` (no method awaits anything).
+
+mod admission;
+mod claim;
+mod intake;
+mod lifecycle;
+mod principals;
+mod store_impl;
+mod todos;
+mod webhooks;
+
+#[cfg(test)]
+mod tests;
+
+use crate::capacity::CapacityEnv;
+use crate::counters::Counters;
+use crate::error::{Error, Result};
+use crate::identity::{Owner, QueueIdentity};
+use crate::scope::{Human, Team, TeamRole};
+use crate::store::Clock;
+use crate::todo::Todo;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The lease reaper's default tick (`engine::sweeps::REAPER_INTERVAL_DEFAULT`), for REQ-6 hints.
+pub const REAPER_INTERVAL_DEFAULT: Duration = Duration::from_secs(30);
+/// Usage rows are kept this long, then pruned (REQ-1), as `PgStore` does.
+pub const USAGE_RETENTION_DAYS: i64 = 35;
+
+/// The in-memory store. Cheap to clone: clones share the state, the clock and the counters.
+#[derive(Clone)]
+pub struct ModelStore {
+    state: Arc<Mutex<State>>,
+    clock: Arc<dyn Clock>,
+    counters: Arc<Counters>,
+    /// The lease reaper's tick, for the in-flight hint of REQ-6.
+    reaper_interval: Duration,
+    /// What `SWITCHBOARD_QUEUE_MAX_PENDING` said at startup (intake capacity).
+    intake_env: CapacityEnv,
+}
+
+impl std::fmt::Debug for ModelStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let todos = self.lock().todos.len();
+        f.debug_struct("ModelStore").field("todos", &todos).finish()
+    }
+}
+
+/// One attempt of a todo (SPEC-0034), as `todo_attempts` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub seq: i32,
+    pub claimant: String,
+    pub endpoint_id: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    /// `completed`, `failed`, `released`, `lease_expired` or `reaped`; None while open.
+    pub outcome: Option<&'static str>,
+}
+
+/// One remove, clear or purge, as `queue_cancellations` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancellation {
+    pub identity: QueueIdentity,
+    pub actor_human_id: Option<String>,
+    pub actor_endpoint_id: Option<String>,
+    pub action: &'static str,
+    pub todo_ids: Vec<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// Everything the database would hold. Private: every change goes through a transaction.
+#[derive(Debug, Clone, Default)]
+struct State {
+    /// The last number handed out per id prefix (`td`, `ep`, …) and for slug suffixes.
+    sequences: BTreeMap<&'static str, u64>,
+    humans: Vec<Human>,
+    /// API tokens by SHA-256 hex digest: the human they authenticate.
+    api_tokens: BTreeMap<String, String>,
+    teams: Vec<Team>,
+    /// Memberships by (team_id, human_id).
+    members: BTreeMap<(String, String), TeamRole>,
+    /// In creation order, which is `created_at` order.
+    endpoints: Vec<EndpointRow>,
+    /// By id; ids are counters, so this is also creation order.
+    todos: BTreeMap<String, Todo>,
+    attempts: BTreeMap<String, Vec<Attempt>>,
+    policies: Vec<PolicyRow>,
+    /// Units charged per (policy id, window start) (REQ-5).
+    usage: BTreeMap<(String, DateTime<Utc>), i64>,
+    /// Append-only, in insertion (identity column) order.
+    audit: Vec<AuditRow>,
+    webhooks: Vec<WebhookRow>,
+    /// Deliveries by (webhook id, delivery id): the todos each created.
+    deliveries: BTreeMap<(String, String), Vec<String>>,
+    settings: BTreeMap<String, Value>,
+    cancellations: Vec<Cancellation>,
+}
+
+#[derive(Debug, Clone)]
+struct EndpointRow {
+    id: String,
+    slug: String,
+    name: String,
+    owner_human_id: Option<String>,
+    owner_team_id: Option<String>,
+    token_hash: String,
+    verbs: Vec<String>,
+    revoked: bool,
+    created_by_human_id: Option<String>,
+    /// (team_id, queue): a BTreeSet orders them as `ORDER BY team_id NULLS FIRST, queue`.
+    grants: BTreeSet<(Option<String>, String)>,
+}
+
+/// A policy row in the raw form `PgStore` stores and reads back; evaluated on every read with
+/// `Policy::from_stored`, so a corrupted row fails closed exactly as it does there (REQ-9).
+#[derive(Debug, Clone)]
+struct PolicyRow {
+    id: String,
+    identity: QueueIdentity,
+    max_in_flight: Option<i32>,
+    max_claims_per_window: Option<i32>,
+    window_period: Option<String>,
+    window_tz: Option<String>,
+    window_start: Option<String>,
+    window_weekday: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+struct AuditRow {
+    identity: QueueIdentity,
+    record: crate::store::AuditRecord,
+}
+
+#[derive(Debug, Clone)]
+struct WebhookRow {
+    id: String,
+    name: String,
+    secret: String,
+    /// In insertion order (`ORDER BY ctid`).
+    targets: Vec<QueueIdentity>,
+}
+
+impl ModelStore {
+    pub fn new(clock: Arc<dyn Clock>) -> ModelStore {
+        ModelStore {
+            state: Arc::default(),
+            clock,
+            counters: Arc::default(),
+            reaper_interval: REAPER_INTERVAL_DEFAULT,
+            intake_env: CapacityEnv::Unset,
+        }
+    }
+
+    /// The reaper tick the in-flight hint adds to the earliest lease expiry.
+    pub fn with_reaper_interval(mut self, interval: Duration) -> ModelStore {
+        self.reaper_interval = interval;
+        self
+    }
+
+    /// The intake capacity the environment imposes (and locks).
+    pub fn with_intake_env(mut self, env: CapacityEnv) -> ModelStore {
+        self.intake_env = env;
+        self
+    }
+
+    /// REQ-9 fault injection: overwrites the stored zone of `identity`'s policy with any string,
+    /// as `UPDATE admission_policies SET window_tz = $1 WHERE …` would. False if it has none.
+    pub fn corrupt_policy_zone(&self, identity: &QueueIdentity, tz: &str) -> bool {
+        let mut state = self.lock();
+        let Some(row) = state.policies.iter_mut().find(|p| &p.identity == identity) else {
+            return false;
+        };
+        row.window_tz = Some(tz.to_string());
+        true
+    }
+
+    /// Stores the raw intake setting, valid or not (a corrupt value counts as unset).
+    pub fn store_capacity_setting_raw(&self, value: Value) {
+        self.lock().settings.insert(crate::capacity::CAPACITY_SETTING_KEY.to_string(), value);
+    }
+
+    /// A todo's attempt history, oldest first, for invariant checks.
+    pub fn attempts(&self, todo_id: &str) -> Vec<Attempt> {
+        self.lock().attempts.get(todo_id).cloned().unwrap_or_default()
+    }
+
+    /// Every remove, clear and purge so far, oldest first.
+    pub fn cancellations(&self) -> Vec<Cancellation> {
+        self.lock().cancellations.clone()
+    }
+
+    /// Units charged per (queue identity, window start), for the charging invariants (REQ-3).
+    pub fn window_usage(&self) -> Vec<(QueueIdentity, DateTime<Utc>, i64)> {
+        let state = self.lock();
+        let mut usage = Vec::new();
+        for ((policy_id, window_start), used) in &state.usage {
+            if let Some(policy) = state.policies.iter().find(|p| &p.id == policy_id) {
+                usage.push((policy.identity.clone(), *window_start, *used));
+            }
+        }
+        usage
+    }
+
+    /// A poisoned lock only means a panicking thread held it; the state is still consistent
+    /// because every transaction validates before it writes.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn reaper_interval_chrono(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.reaper_interval).unwrap_or(chrono::Duration::seconds(30))
+    }
+}
+
+impl State {
+    /// The next id of a kind, shaped as `PgStore`'s `'td_' || replace(gen_random_uuid(), '-', '')`.
+    fn next_id(&mut self, prefix: &'static str) -> String {
+        format!("{prefix}_{:032x}", self.next_number(prefix))
+    }
+
+    /// What `PgStore` draws 32 random bits for (slug suffixes): a counter, 8 hex digits.
+    fn next_suffix(&mut self) -> String {
+        format!("{:08x}", self.next_number("slug"))
+    }
+
+    fn next_number(&mut self, kind: &'static str) -> u64 {
+        let counter = self.sequences.entry(kind).or_default();
+        *counter += 1;
+        *counter
+    }
+
+    fn human_exists(&self, id: &str) -> bool {
+        self.humans.iter().any(|h| h.id == id)
+    }
+
+    /// The foreign keys of a queue identity's owner column.
+    fn owner_exists(&self, identity: &QueueIdentity) -> bool {
+        match &identity.owner {
+            Owner::Endpoint(id) => self.endpoints.iter().any(|e| &e.id == id),
+            Owner::Team(id) => self.teams.iter().any(|t| &t.id == id),
+        }
+    }
+
+    fn policy_of(&self, identity: &QueueIdentity) -> Option<&PolicyRow> {
+        self.policies.iter().find(|p| &p.identity == identity)
+    }
+
+    fn used(&self, policy_id: &str, window_start: DateTime<Utc>) -> i64 {
+        self.usage.get(&(policy_id.to_string(), window_start)).copied().unwrap_or(0)
+    }
+
+    fn todo_mut(&mut self, id: &str) -> Result<&mut Todo> {
+        // Callers looked the todo up under the same lock; absent here would be a model bug.
+        self.todos.get_mut(id).ok_or_else(|| Error::internal(format!("todo {id} vanished inside a transaction")))
+    }
+
+    /// Ends the open attempt of a todo (`close_attempt` in `PgStore`).
+    fn close_attempt(&mut self, id: &str, now: DateTime<Utc>, outcome: &'static str) {
+        for attempt in self.attempts.entry(id.to_string()).or_default().iter_mut().filter(|a| a.ended_at.is_none()) {
+            attempt.ended_at = Some(now);
+            attempt.outcome = Some(outcome);
+        }
+    }
+
+    /// Deletes todos (with their attempts) matching `doomed`; their ids, in id order.
+    fn delete_todos(&mut self, doomed: impl Fn(&Todo) -> bool) -> Vec<String> {
+        let ids: Vec<String> = self.todos.values().filter(|t| doomed(t)).map(|t| t.id.clone()).collect();
+        for id in &ids {
+            self.todos.remove(id);
+            self.attempts.remove(id);
+        }
+        ids
+    }
+
+    /// Deletes policies matching `doomed`, and their usage rows (`ON DELETE CASCADE`).
+    fn delete_policies(&mut self, doomed: impl Fn(&PolicyRow) -> bool) -> Vec<String> {
+        let ids: Vec<String> = self.policies.iter().filter(|p| doomed(p)).map(|p| p.id.clone()).collect();
+        self.policies.retain(|p| !ids.contains(&p.id));
+        self.usage.retain(|(policy_id, _), _| !ids.contains(policy_id));
+        ids
+    }
+}
+
+/// What `PgStore`'s `db_error` answers for a violated constraint: details stay in the log.
+fn database_error() -> Error {
+    Error::internal("internal database error")
+}
+
+/// The `queue ~ '^[a-z0-9._-]{1,64}$'` CHECK every queue column carries.
+fn queue_name_ok(queue: &str) -> bool {
+    crate::identity::validate_queue_name("queue", queue).is_ok()
+}

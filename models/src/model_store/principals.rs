@@ -1,0 +1,306 @@
+//! Humans, API tokens, teams and vended endpoints in memory
+//! (`engine/src/pg_store/principals.rs`): who may act, and on what.
+//!
+//! Reach is computed on every call from the live rows, never cached: an endpoint's effective
+//! grant is its vend grant intersected with its owner's current team memberships. The setup
+//! helpers mirror `PgStore`'s `bootstrap_*`, except that the caller supplies the token's SHA-256
+//! digest (models has no hashing and no randomness), so a simulation stays deterministic.
+//!
+//! Governing: base-system §1, §3 (tenancy); SPEC-0030 REQ-2 (queue identities), REQ-10 (what a
+//! human or an endpoint may manage, and whom an agent acts for).
+
+use super::{EndpointRow, ModelStore, State, database_error, queue_name_ok};
+use crate::error::{Error, Result};
+use crate::identity::{Owner, QueueIdentity, ScopeRef};
+use crate::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole};
+use crate::store::{AgentLookup, NewEndpoint};
+use std::collections::BTreeSet;
+
+/// `slugify` of `PgStore`: lowercase ASCII alphanumerics, runs of anything else as one `-`.
+fn slugify(name: &str) -> String {
+    let mut slug = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+        if slug.len() >= 40 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-').to_string();
+    if slug.is_empty() { "x".to_string() } else { slug }
+}
+
+impl ModelStore {
+    /// `bootstrap_human`: creates (or finds by name) a human, optionally an instance admin (never
+    /// demoted), and registers an API token given by its SHA-256 hex digest.
+    pub fn add_human(&self, name: &str, admin: bool, token_hash: &str) -> Result<Human> {
+        if name.trim().is_empty() || name.len() > 200 {
+            return Err(Error::invalid("name", "NAME must be 1-200 characters"));
+        }
+        let mut state = self.lock();
+        if state.api_tokens.contains_key(token_hash) {
+            return Err(database_error());
+        }
+        let human = match state.humans.iter_mut().find(|h| h.name == name) {
+            Some(human) => {
+                human.instance_admin |= admin;
+                human.clone()
+            }
+            None => {
+                let human = Human { id: state.next_id("hu"), name: name.to_string(), instance_admin: admin };
+                state.humans.push(human.clone());
+                human
+            }
+        };
+        state.api_tokens.insert(token_hash.to_string(), human.id.clone());
+        Ok(human)
+    }
+
+    /// `bootstrap_team`: creates (or finds by name) a team and makes `owner` (name or id) its owner.
+    pub fn add_team(&self, name: &str, owner: &str) -> Result<Team> {
+        if name.trim().is_empty() || name.len() > 200 {
+            return Err(Error::invalid("name", "NAME must be 1-200 characters"));
+        }
+        let mut state = self.lock();
+        let owner_id = state.human_by_ref(owner).map(|h| h.id.clone()).ok_or_else(Error::not_found)?;
+        let team = match state.teams.iter().find(|t| t.name == name) {
+            Some(team) => team.clone(),
+            None => {
+                let slug = format!("{}-{}", slugify(name), state.next_suffix()).chars().take(63).collect();
+                let team = Team { id: state.next_id("tm"), slug, name: name.to_string() };
+                state.teams.push(team.clone());
+                team
+            }
+        };
+        state.members.insert((team.id.clone(), owner_id), TeamRole::Owner);
+        Ok(team)
+    }
+
+    /// `bootstrap_member`: adds (or re-roles) a human, by id or name, in a team by id, slug or name.
+    pub fn add_member(&self, team: &str, human: &str, role: TeamRole) -> Result<(Team, Human)> {
+        let mut state = self.lock();
+        let found = state.teams.iter().find(|t| t.id == team || t.slug == team || t.name == team).cloned();
+        let team = found.ok_or_else(Error::not_found)?;
+        let human = state.human_by_ref(human).cloned().ok_or_else(Error::not_found)?;
+        state.members.insert((team.id.clone(), human.id.clone()), role);
+        Ok((team, human))
+    }
+
+    /// The human an operator token authenticates, with their reach and what they manage (REQ-10).
+    pub(super) fn human_by_token_tx(&self, token_hash: &str) -> Option<HumanScope> {
+        let state = self.lock();
+        let human_id = state.api_tokens.get(token_hash)?;
+        let human = state.humans.iter().find(|h| &h.id == human_id)?.clone();
+        let teams: Vec<(String, TeamRole)> = state
+            .members
+            .iter()
+            .filter(|((_, member), _)| member == &human.id)
+            .map(|((team, _), role)| (team.clone(), *role))
+            .collect();
+        let endpoints_of = |team_ids: &[&String]| -> Vec<String> {
+            let mut ids: Vec<String> = state
+                .endpoints
+                .iter()
+                .filter(|e| {
+                    e.owner_human_id.as_ref() == Some(&human.id)
+                        || e.owner_team_id.as_ref().is_some_and(|team| team_ids.contains(&team))
+                })
+                .map(|e| e.id.clone())
+                .collect();
+            ids.sort();
+            ids
+        };
+        let member_of: Vec<&String> = teams.iter().map(|(team, _)| team).collect();
+        let configured: Vec<&String> =
+            teams.iter().filter(|(_, role)| role.configures()).map(|(team, _)| team).collect();
+        Some(HumanScope {
+            reach: Reach {
+                endpoint_ids: endpoints_of(&member_of),
+                team_ids: member_of.iter().map(|t| t.to_string()).collect(),
+            },
+            manages: Reach {
+                endpoint_ids: endpoints_of(&configured),
+                team_ids: configured.iter().map(|t| t.to_string()).collect(),
+            },
+            teams: teams.clone(),
+            human,
+        })
+    }
+
+    /// An MCP bearer against the endpoint the URL names (slug or id): unknown or revoked, another
+    /// endpoint's, or the agent's effective scope (REQ-2 queue identities; REQ-10 what it manages
+    /// and whom it acts for).
+    pub(super) fn agent_by_token_tx(&self, slug: &str, token_hash: &str) -> AgentLookup {
+        let state = self.lock();
+        let Some(endpoint) = state.endpoints.iter().find(|e| e.token_hash == token_hash && !e.revoked) else {
+            return AgentLookup::Unknown;
+        };
+        if endpoint.slug != slug && endpoint.id != slug {
+            return AgentLookup::OtherEndpoint;
+        }
+        let is_member = |team: &String, roles: &[TeamRole]| {
+            endpoint.owner_human_id.as_ref().is_some_and(|human| {
+                state.members.get(&(team.clone(), human.clone())).is_some_and(|role| roles.contains(role))
+            })
+        };
+        let all_roles = [TeamRole::Owner, TeamRole::Admin, TeamRole::Member];
+        let mut reach = Reach { endpoint_ids: vec![endpoint.id.clone()], team_ids: vec![] };
+        let mut granted = Vec::new();
+        // Team grants count only while the endpoint's owner still reaches the team.
+        for (team, queue) in &endpoint.grants {
+            match team {
+                None => granted.push(QueueIdentity::endpoint(endpoint.id.clone(), queue.clone())),
+                Some(team) if endpoint.owner_team_id.as_ref() == Some(team) || is_member(team, &all_roles) => {
+                    if !reach.team_ids.contains(team) {
+                        reach.team_ids.push(team.clone());
+                    }
+                    granted.push(QueueIdentity::team(team.clone(), queue.clone()));
+                }
+                Some(_) => {}
+            }
+        }
+        let mut configured: Vec<String> = state
+            .teams
+            .iter()
+            .filter(|t| {
+                endpoint.owner_team_id.as_ref() == Some(&t.id) || is_member(&t.id, &[TeamRole::Owner, TeamRole::Admin])
+            })
+            .map(|t| t.id.clone())
+            .collect();
+        configured.sort();
+        AgentLookup::Found(Box::new(AgentScope {
+            acting_for_human_id: endpoint.created_by_human_id.clone().or_else(|| endpoint.owner_human_id.clone()),
+            endpoint_id: endpoint.id.clone(),
+            endpoint_slug: endpoint.slug.clone(),
+            owner_human_id: endpoint.owner_human_id.clone(),
+            manages: Reach { endpoint_ids: vec![endpoint.id.clone()], team_ids: configured },
+            reach,
+            granted,
+            verbs: endpoint.verbs.clone(),
+        }))
+    }
+
+    /// `endpoint:<ref>`/`team:<ref>` within a reach, by id or slug; outside it, `not_found`,
+    /// indistinguishable from absent (REQ-10).
+    pub(super) fn resolve_scope_tx(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        let state = self.lock();
+        match scope {
+            ScopeRef::Endpoint(reference) => state
+                .endpoints
+                .iter()
+                .find(|e| (&e.id == reference || &e.slug == reference) && reach.endpoint_ids.contains(&e.id))
+                .map(|e| Owner::Endpoint(e.id.clone())),
+            ScopeRef::Team(reference) => state
+                .teams
+                .iter()
+                .find(|t| (&t.id == reference || &t.slug == reference) && reach.team_ids.contains(&t.id))
+                .map(|t| Owner::Team(t.id.clone())),
+        }
+        .ok_or_else(Error::not_found)
+    }
+
+    /// Vends an endpoint: one owner, a unique token digest, grants deduplicated; the verbs are
+    /// stored as given (REQ-10: the policy verbs are never added by default).
+    pub(super) fn vend_endpoint_tx(&self, new: NewEndpoint) -> Result<Endpoint> {
+        if new.owner_human_id.is_some() == new.owner_team_id.is_some() {
+            return Err(Error::internal("an endpoint needs exactly one owner"));
+        }
+        let mut state = self.lock();
+        let mut grants: BTreeSet<(Option<String>, String)> = BTreeSet::new();
+        for queue in &new.own_queues {
+            grants.insert((None, queue.clone()));
+        }
+        for (team, queue) in &new.team_queues {
+            // `nullif(team, '')`
+            grants.insert((Some(team.clone()).filter(|t| !t.is_empty()), queue.clone()));
+        }
+        // The foreign keys, the token's UNIQUE and the grants' CHECK.
+        let human_ok = |id: &Option<String>| id.as_deref().is_none_or(|id| state.human_exists(id));
+        let team_ok = |id: &Option<String>| id.as_ref().is_none_or(|id| state.teams.iter().any(|t| &t.id == id));
+        if !human_ok(&new.owner_human_id)
+            || !human_ok(&new.created_by_human_id)
+            || !team_ok(&new.owner_team_id)
+            || state.endpoints.iter().any(|e| e.token_hash == new.token_hash)
+            || grants.iter().any(|(team, queue)| !team_ok(team) || !queue_name_ok(queue))
+        {
+            return Err(database_error());
+        }
+        let slug = format!("{}-{}", slugify(&new.name), state.next_suffix());
+        let id = state.next_id("ep");
+        state.endpoints.push(EndpointRow {
+            id: id.clone(),
+            slug,
+            name: new.name,
+            owner_human_id: new.owner_human_id,
+            owner_team_id: new.owner_team_id,
+            token_hash: new.token_hash,
+            verbs: new.verbs,
+            revoked: false,
+            created_by_human_id: new.created_by_human_id,
+            grants,
+        });
+        state.endpoints_by_ids(&[id]).pop().ok_or_else(|| Error::internal("vended endpoint vanished"))
+    }
+
+    /// The endpoints a human reaches, in creation order (base-system §1; no SPEC-0030 requirement).
+    pub(super) fn list_endpoints_tx(&self, human: &HumanScope) -> Vec<Endpoint> {
+        self.lock().endpoints_by_ids(&human.reach.endpoint_ids)
+    }
+
+    /// Mints another operator API token; a reused digest is a database error (base-system §1).
+    pub(super) fn mint_token_tx(&self, human_id: &str, token_hash: &str) -> Result<()> {
+        let mut state = self.lock();
+        if state.api_tokens.contains_key(token_hash) || !state.human_exists(human_id) {
+            return Err(database_error());
+        }
+        state.api_tokens.insert(token_hash.to_string(), human_id.to_string());
+        Ok(())
+    }
+
+    /// The teams a human belongs to, with their role, by name then id (REQ-10: configuring roles).
+    pub(super) fn list_teams_tx(&self, human: &HumanScope) -> Vec<(Team, TeamRole)> {
+        let state = self.lock();
+        let mut teams: Vec<(Team, TeamRole)> = state
+            .members
+            .iter()
+            .filter(|((_, member), _)| member == &human.human.id)
+            .filter_map(|((team, _), role)| state.teams.iter().find(|t| &t.id == team).map(|t| (t.clone(), *role)))
+            .collect();
+        teams.sort_by(|a, b| (&a.0.name, &a.0.id).cmp(&(&b.0.name, &b.0.id)));
+        teams
+    }
+}
+
+impl State {
+    fn human_by_ref(&self, reference: &str) -> Option<&Human> {
+        self.humans.iter().find(|h| h.name == reference || h.id == reference)
+    }
+
+    /// `ORDER BY e.created_at, e.id`: creation order; grants `ORDER BY team_id NULLS FIRST, queue`.
+    fn endpoints_by_ids(&self, ids: &[String]) -> Vec<Endpoint> {
+        self.endpoints
+            .iter()
+            .filter(|e| ids.contains(&e.id))
+            .map(|e| Endpoint {
+                id: e.id.clone(),
+                slug: e.slug.clone(),
+                name: e.name.clone(),
+                owner_human_id: e.owner_human_id.clone(),
+                owner_team_id: e.owner_team_id.clone(),
+                queues: e
+                    .grants
+                    .iter()
+                    .map(|(team, queue)| match team {
+                        None => QueueIdentity::endpoint(e.id.clone(), queue.clone()),
+                        Some(team) => QueueIdentity::team(team.clone(), queue.clone()),
+                    })
+                    .collect(),
+                verbs: e.verbs.clone(),
+                revoked: e.revoked,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,186 @@
+//! `Store` for `ModelStore`: each trait method is one of the transactions in the sibling modules,
+//! run synchronously under the state lock (the futures are ready when first polled).
+
+use super::ModelStore;
+use super::admission::Pending;
+use crate::admission::Policy;
+use crate::capacity::Capacity;
+use crate::error::Result;
+use crate::identity::{Owner, QueueIdentity, ScopeRef};
+use crate::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
+use crate::store::{
+    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission,
+    Store, SweepReport, TodoQuery, WebhookRoute,
+};
+use crate::todo::{Created, NewTodo, Todo};
+use serde_json::Value;
+
+impl Store for ModelStore {
+    fn counters(&self) -> &crate::counters::Counters {
+        &self.counters
+    }
+
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
+        Ok(self.all_admissions_tx())
+    }
+
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        Ok(self.human_by_token_tx(token_hash))
+    }
+
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        Ok(self.agent_by_token_tx(slug, token_hash))
+    }
+
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        self.resolve_scope_tx(reach, scope)
+    }
+
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
+        self.vend_endpoint_tx(endpoint)
+    }
+
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
+        Ok(self.list_endpoints_tx(human))
+    }
+
+    async fn mint_token(&self, human_id: &str, _label: Option<&str>, token_hash: &str) -> Result<()> {
+        self.mint_token_tx(human_id, token_hash)
+    }
+
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
+        Ok(self.list_teams_tx(human))
+    }
+
+    async fn create_webhook(&self, owner: &str, name: &str, secret: &str, targets: &[QueueIdentity]) -> Result<String> {
+        self.create_webhook_tx(owner, name, secret, targets)
+    }
+
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
+        Ok(self.webhook_for_ingest_tx(webhook_id))
+    }
+
+    async fn ingest(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
+        self.ingest_tx(webhook_id, delivery_id, todos)
+    }
+
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
+        self.create_todo_tx(todo)
+    }
+
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        Ok(self.list_todos_tx(query))
+    }
+
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.get_todo_tx(actor, id)
+    }
+
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+        self.claim_next_tx(actor, queues, lease_seconds)
+    }
+
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        self.claim_tx(actor, id, lease_seconds)
+    }
+
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        self.heartbeat_tx(actor, id, lease_seconds)
+    }
+
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.complete_tx(actor, id, result)
+    }
+
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.fail_tx(actor, id, result)
+    }
+
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.release_tx(actor, id)
+    }
+
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.retry_now_tx(actor, id)
+    }
+
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        let state = self.lock();
+        Ok(self.admissions_of(&state, identities, Pending::Count))
+    }
+
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        Ok(self.reach_admissions_tx(reach))
+    }
+
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        self.policy_detail_tx(identity)
+    }
+
+    async fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        self.set_policy_tx(identity, policy, actor)
+    }
+
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        self.clear_policy_tx(identity, actor)
+    }
+
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        Ok(self.policy_audit_tx(identity, limit))
+    }
+
+    async fn queue_capacity(&self) -> Result<Capacity> {
+        Ok(self.queue_capacity_tx())
+    }
+
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
+        self.set_queue_capacity_tx(max_pending, by_human_id)
+    }
+
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        self.discard_todo_tx(identity, id, by)
+    }
+
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        Ok(self.clear_queue_tx(identity, by))
+    }
+
+    async fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        self.edit_todo_tx(human, id, title, payload)
+    }
+
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        Ok(self.purge_queue_tx(identity, by))
+    }
+
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        self.delete_endpoint_tx(human, endpoint)
+    }
+
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        Ok(self.reap_tx())
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        Ok(self.requeue_due_retries_tx())
+    }
+
+    async fn prune_usage(&self) -> Result<u64> {
+        Ok(self.prune_usage_tx())
+    }
+}

@@ -1,0 +1,134 @@
+//! Creating, listing and reading todos in memory (`engine/src/pg_store/todos.rs`).
+//!
+//! Creation dedups on the idempotency key among live todos of the same queue identity (not done,
+//! not dead-lettered; discarded ones keep their slot), and with an intake capacity set refuses a
+//! create that would exceed it (intake-capacity.md), a dedup hit being answered first.
+//!
+//! Governing: base-system §2 (create, dedup), intake-capacity.md (`queue_full`); SPEC-0030 REQ-6
+//! (a deferred todo keeps its dedup slot).
+
+use super::lifecycle::holds_dedup_slot;
+use super::{ModelStore, State, database_error};
+use crate::error::{Code, Error, Result};
+use crate::identity::QueueIdentity;
+use crate::scope::Actor;
+use crate::store::{TodoQuery, TodoSet};
+use crate::todo::{Created, NewTodo, Todo, TodoState};
+use chrono::{DateTime, Utc};
+
+/// Seconds a refused producer is told to wait before trying again.
+const QUEUE_FULL_RETRY_AFTER_SECONDS: i64 = 5;
+
+impl ModelStore {
+    /// Create (base-system §2; intake capacity): a new pending todo, or the live one holding the
+    /// idempotency key (`deduped`), or `queue_full`. REQ-6: a deferred todo keeps its dedup slot;
+    /// REQ-3: creating never charges.
+    pub(super) fn create_todo_tx(&self, new: NewTodo) -> Result<Created> {
+        new.validate()?;
+        let mut state = self.lock();
+        let capacity = state.capacity(self.intake_env).effective;
+        let now = self.clock.now();
+        let created = state.create_in(&new, now, capacity);
+        drop(state);
+        match &created {
+            Ok(created) if !created.deduped => {
+                self.counters.created(&created.todo.identity.queue, created.todo.created_by_kind.as_str())
+            }
+            Err(error) if error.code == Code::QueueFull => {
+                self.counters.intake_refused(&new.identity.queue, new.created_by_kind.as_str())
+            }
+            _ => {}
+        }
+        created
+    }
+
+    /// REQ-6 (`list_todos` shows every pending todo, deferred ones included): newest first
+    /// (`ORDER BY created_at DESC, id DESC`), at most `limit` (1..=1000).
+    pub(super) fn list_todos_tx(&self, query: TodoQuery) -> Vec<Todo> {
+        let state = self.lock();
+        let matches = |todo: &Todo| match &query.set {
+            TodoSet::Queues(identities) => identities.contains(&todo.identity),
+            TodoSet::Owners(reach) => reach.contains(&todo.identity),
+        };
+        let mut todos: Vec<&Todo> =
+            state.todos.values().filter(|t| matches(t) && query.state.is_none_or(|s| t.state == s)).collect();
+        todos.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        todos.into_iter().take(query.limit.clamp(1, 1000) as usize).cloned().collect()
+    }
+
+    /// Read one todo (REQ-6: a deferred todo is read unchanged): a foreign id, or an own todo
+    /// outside the grant, is `not_found` (base-system §3).
+    pub(super) fn get_todo_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let state = self.lock();
+        let todo = state.todos.get(id).ok_or_else(Error::not_found)?;
+        actor.check_todo_access(&todo.identity).map_err(|_| Error::not_found())?;
+        Ok(todo.clone())
+    }
+}
+
+impl State {
+    /// Inserts a todo created at `now`, deduping on the idempotency key among live todos. With
+    /// a `capacity` (> 0) a dedup hit is answered first and never capped, then the count decides.
+    pub(super) fn create_in(&mut self, new: &NewTodo, now: DateTime<Utc>, capacity: i64) -> Result<Created> {
+        if let Some(existing) = self.live_duplicate(new) {
+            return Ok(Created { todo: existing, deduped: true });
+        }
+        if capacity > 0 {
+            self.check_intake(&new.identity, capacity)?;
+        }
+        // The owner's foreign key.
+        if !self.owner_exists(&new.identity) {
+            return Err(database_error());
+        }
+        let id = self.next_id("td");
+        let todo = Todo {
+            id: id.clone(),
+            identity: new.identity.clone(),
+            title: new.title.clone(),
+            payload: new.payload.clone(),
+            idempotency_key: new.idempotency_key.clone(),
+            state: TodoState::Pending,
+            owner: None,
+            claimed_by_endpoint_id: None,
+            lease_expires_at: None,
+            attempt: 0,
+            max_attempts: new.max_attempts,
+            result: None,
+            created_at: now,
+            updated_at: now,
+            claimed_at: None,
+            completed_at: None,
+            next_retry_at: None,
+            created_by_kind: new.created_by_kind,
+            created_by_id: new.created_by_id.clone(),
+        };
+        self.todos.insert(id, todo.clone());
+        Ok(Created { todo, deduped: false })
+    }
+
+    /// The live todo holding `new`'s idempotency key in its queue identity, if any.
+    fn live_duplicate(&self, new: &NewTodo) -> Option<Todo> {
+        let key = new.idempotency_key.as_ref()?;
+        self.todos
+            .values()
+            .find(|t| t.identity == new.identity && t.idempotency_key.as_ref() == Some(key) && holds_dedup_slot(t))
+            .cloned()
+    }
+
+    /// `queue_full` when the identity already holds `max` pending todos.
+    fn check_intake(&self, identity: &QueueIdentity, max: i64) -> Result<()> {
+        let pending =
+            self.todos.values().filter(|t| t.state == TodoState::Pending && &t.identity == identity).count() as i64;
+        if pending >= max {
+            return Err(Error::new(
+                Code::QueueFull,
+                format!("queue {} holds {pending} pending todos, its capacity is {max}", identity.queue),
+            )
+            .with("queue", identity.queue.clone())
+            .with("pending", pending)
+            .with("max", max)
+            .with("retry_after_seconds", QUEUE_FULL_RETRY_AFTER_SECONDS));
+        }
+        Ok(())
+    }
+}

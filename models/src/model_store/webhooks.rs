@@ -1,0 +1,103 @@
+//! Webhooks in memory (`engine/src/pg_store/webhooks.rs`): registration, and ingest of one
+//! delivery as one transaction that records the delivery id and fans out one todo per target.
+//!
+//! Governing: SPEC-0030 REQ-2 (each fan-out copy belongs to its own queue identity), REQ-3 (a
+//! redelivery creates nothing and charges nothing); intake-capacity.md (one full copy refuses the
+//! whole delivery and leaves its delivery id unrecorded).
+
+use super::{ModelStore, WebhookRow, database_error, queue_name_ok};
+use crate::error::{Code, Error, Result};
+use crate::identity::QueueIdentity;
+use crate::store::{Ingested, WebhookRoute};
+use crate::todo::{Created, NewTodo};
+
+impl ModelStore {
+    /// Registers a webhook owned by a human, fanning out to `targets` in the given order (REQ-2).
+    pub(super) fn create_webhook_tx(
+        &self,
+        owner: &str,
+        name: &str,
+        secret: &str,
+        targets: &[QueueIdentity],
+    ) -> Result<String> {
+        let mut state = self.lock();
+        // The foreign keys and CHECKs of `webhooks` and `webhook_targets`.
+        if !state.human_exists(owner) || targets.iter().any(|t| !queue_name_ok(&t.queue) || !state.owner_exists(t)) {
+            return Err(database_error());
+        }
+        let id = state.next_id("wh");
+        state.webhooks.push(WebhookRow {
+            id: id.clone(),
+            name: name.to_string(),
+            secret: secret.to_string(),
+            targets: targets.to_vec(),
+        });
+        Ok(id)
+    }
+
+    /// What verifying and routing a delivery needs (system read; REQ-2: one copy per identity).
+    pub(super) fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Option<WebhookRoute> {
+        let state = self.lock();
+        let webhook = state.webhooks.iter().find(|w| w.id == webhook_id)?;
+        Some(WebhookRoute {
+            name: webhook.name.clone(),
+            secret: webhook.secret.clone(),
+            targets: webhook.targets.clone(),
+        })
+    }
+
+    /// REQ-3: one delivery, one transaction. A delivery id seen before answers the todos it
+    /// created (`deduped`) and creates nothing; otherwise each todo is created (or deduped onto
+    /// a live one) at one instant, each capped against its own identity; a `queue_full` rolls
+    /// the whole delivery back.
+    pub(super) fn ingest_tx(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
+        for todo in &todos {
+            todo.validate()?;
+        }
+        let mut state = self.lock();
+        let now = self.clock.now();
+        let capacity = state.capacity(self.intake_env).effective;
+        let key = (webhook_id.to_string(), delivery_id.to_string());
+        if let Some(todo_ids) = state.deliveries.get(&key) {
+            return Ok(Ingested { todo_ids: todo_ids.clone(), deduped: true });
+        }
+        // `delivery_id` CHECK (1..=200 characters) and the webhook's foreign key.
+        if !(1..=200).contains(&delivery_id.chars().count()) || !state.webhooks.iter().any(|w| w.id == webhook_id) {
+            return Err(database_error());
+        }
+        // The transaction: work on a copy, keep it only if every copy was created.
+        let mut tx = state.clone();
+        let mut created: Vec<Created> = Vec::new();
+        let mut outcome = Ok(());
+        for todo in &todos {
+            match tx.create_in(todo, now, capacity) {
+                Ok(made) => created.push(made),
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        if let Err(error) = outcome {
+            drop(state);
+            if error.code == Code::QueueFull
+                && let Some(queue) = error.extras.get("queue").and_then(serde_json::Value::as_str)
+            {
+                self.counters.intake_refused(queue, "ingest");
+            }
+            return Err(error);
+        }
+        let todo_ids: Vec<String> = created.iter().map(|c| c.todo.id.clone()).collect();
+        tx.deliveries.insert(key, todo_ids.clone());
+        *state = tx;
+        drop(state);
+        for made in created.iter().filter(|c| !c.deduped) {
+            self.counters.created(&made.todo.identity.queue, made.todo.created_by_kind.as_str());
+        }
+        // Committed even so: a later redelivery answers the empty list, deduped.
+        if todo_ids.is_empty() {
+            return Err(Error::internal("a delivery created no todo"));
+        }
+        Ok(Ingested { todo_ids, deduped: false })
+    }
+}

@@ -1,0 +1,87 @@
+//! The seeded-bug catalog's switchboard: deliberate bugs the engine can be built with, so the
+//! simulation can prove it finds them (`cargo run -p sim --release -- mutants`).
+//!
+//! Each bug is a branch at the place the real mistake would be made, taken only while that bug
+//! is switched on. Without the `mutants` feature (every production build: `cargo build -p
+//! server`, the release binary) `active` is a constant `false`, so the branches are dead code
+//! the compiler removes and nothing can switch them on. With the feature, one bug at a time is
+//! switched on process-wide; only the simulation's mutant hunt does that.
+
+/// One deliberate bug, named after the mistake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mutant {
+    /// Reads in-flight and usage without the policy row lock (count-then-claim) and trusts it.
+    CheckOutsideLock = 1,
+    /// Charges only a todo's first claim, not every claim (REQ-3).
+    ChargePerTodo,
+    /// Gives the window's unit back when the holder releases (REQ-3 forbids refunds).
+    RefundOnRelease,
+    /// Counts the takeover candidate itself as in flight (REQ-4).
+    TakeoverCountsItself,
+    /// Admits as if there were no policy when the stored zone is unknown (REQ-9: fail closed).
+    FailOpenUnknownZone,
+    /// Starts a window at the later of two fold instants (REQ-5: the earlier one).
+    FoldLatest,
+    /// Creates todos again for a redelivered webhook (REQ-2/REQ-3: dedup by delivery id).
+    DedupIgnored,
+    /// Counts claims of every queue of the owner as this queue's in-flight (REQ-4).
+    InFlightAcrossQueues,
+    /// `claim_next` gives up after the first refused queue (REQ-4: go on to the others).
+    ClaimNextStopsAtFirstRefusal,
+    /// Decides as if the window had no usage yet (REQ-4).
+    IgnoreUsage,
+}
+
+impl Mutant {
+    pub const ALL: [Mutant; 10] = [
+        Mutant::CheckOutsideLock,
+        Mutant::ChargePerTodo,
+        Mutant::RefundOnRelease,
+        Mutant::TakeoverCountsItself,
+        Mutant::FailOpenUnknownZone,
+        Mutant::FoldLatest,
+        Mutant::DedupIgnored,
+        Mutant::InFlightAcrossQueues,
+        Mutant::ClaimNextStopsAtFirstRefusal,
+        Mutant::IgnoreUsage,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::CheckOutsideLock => "check-outside-the-lock",
+            Mutant::ChargePerTodo => "charge-once-per-todo",
+            Mutant::RefundOnRelease => "refund-on-release",
+            Mutant::TakeoverCountsItself => "takeover-counts-itself",
+            Mutant::FailOpenUnknownZone => "fail-open-on-unknown-zone",
+            Mutant::FoldLatest => "latest-instant-at-dst-fold",
+            Mutant::DedupIgnored => "webhook-redelivery-not-deduped",
+            Mutant::InFlightAcrossQueues => "in-flight-across-queues",
+            Mutant::ClaimNextStopsAtFirstRefusal => "claim-next-stops-at-first-refusal",
+            Mutant::IgnoreUsage => "decide-ignoring-usage",
+        }
+    }
+}
+
+#[cfg(feature = "mutants")]
+static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Switches one bug on (or all off with `None`), process-wide.
+#[cfg(feature = "mutants")]
+pub fn activate(mutant: Option<Mutant>) {
+    ACTIVE.store(mutant.map_or(0, |m| m as u8), std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether `mutant` is switched on. Always false without the `mutants` feature.
+#[inline]
+pub fn active(mutant: Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        ACTIVE.load(std::sync::atomic::Ordering::SeqCst) == mutant as u8
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = mutant;
+        false
+    }
+}

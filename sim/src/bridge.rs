@@ -1,0 +1,299 @@
+//! The blocking bridge from the simulation to a real PostgreSQL: every `Store` call is sent to a
+//! real thread that owns a real tokio runtime and a `PgStore`, and the simulation thread waits
+//! for the answer.
+//!
+//! Exists because sqlx cannot run inside a turmoil host: simulated time does not wait for real
+//! I/O (context/simulation-spike.md). Blocking takes zero simulated time and keeps the order of
+//! calls exactly the simulation's, so the same seed gives the same trace here as on `ModelStore`:
+//! the differential run. Each call is one whole transaction, so no lock is ever held across a
+//! simulated `.await`. It serialises database access, so real lock races are the stress run's job.
+
+use engine::{PgStore, PoolSettings};
+use models::admission::Policy;
+use models::capacity::Capacity;
+use models::counters::Counters;
+use models::error::Result;
+use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
+use models::store::Clock;
+use models::store::{
+    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission,
+    Store, SweepReport, TodoQuery, WebhookRoute,
+};
+use models::todo::{Created, NewTodo, Todo};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::{Arc, mpsc};
+
+type Job = Box<dyn FnOnce(&tokio::runtime::Runtime, &PgStore) + Send>;
+
+/// A `Store` whose every call runs to completion on a real PostgreSQL before it returns.
+#[derive(Clone)]
+pub struct BridgeStore {
+    jobs: mpsc::Sender<Job>,
+    /// A handle on the same store (the pool is shared), for its counters.
+    pg: PgStore,
+}
+
+impl BridgeStore {
+    /// Starts the bridge thread: it owns a runtime and a `PgStore` on database `url` (already
+    /// migrated) whose clock is `clock`.
+    pub fn start(url: &str, clock: Arc<dyn Clock>) -> BridgeStore {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (ready, store) = mpsc::sync_channel::<std::result::Result<PgStore, String>>(1);
+        let url = url.to_string();
+        std::thread::Builder::new()
+            .name("sim-db-bridge".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = ready.send(Err(format!("the bridge needs a runtime: {error}")));
+                        return;
+                    }
+                };
+                let settings = PoolSettings { connections_max: 2, acquire_timeout: std::time::Duration::from_secs(30) };
+                let connected = runtime.block_on(PgStore::connect(&url, settings, clock));
+                let owned = match connected {
+                    Ok(store) => store,
+                    Err(error) => {
+                        let _ = ready.send(Err(format!("the bridge cannot connect: {error}")));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(owned.clone()));
+                while let Ok(job) = queue.recv() {
+                    job(&runtime, &owned);
+                }
+                runtime.block_on(owned.pool().close());
+            })
+            .unwrap_or_else(|error| panic!("cannot start the bridge thread: {error}"));
+        match store.recv() {
+            Ok(Ok(pg)) => BridgeStore { jobs, pg },
+            Ok(Err(problem)) => panic!("{problem}"),
+            Err(_) => panic!("the bridge thread died while starting"),
+        }
+    }
+
+    /// Runs `work` against the real store and blocks until it is done.
+    pub fn call<R, F, Fut>(&self, work: F) -> R
+    where
+        R: Send + 'static,
+        F: FnOnce(PgStore) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+    {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |runtime, store| {
+            let _ = reply.send(runtime.block_on(work(store.clone())));
+        });
+        if self.jobs.send(job).is_err() {
+            panic!("the bridge thread is gone");
+        }
+        answer.recv().unwrap_or_else(|_| panic!("the bridge thread died mid-call"))
+    }
+}
+
+impl Store for BridgeStore {
+    fn counters(&self) -> &Counters {
+        self.pg.counters()
+    }
+
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
+        self.call(|s| async move { s.all_admissions_unscoped().await })
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.call(|s| async move { s.ping().await })
+    }
+
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        let token_hash = token_hash.to_string();
+        self.call(move |s| async move { s.human_by_token(&token_hash).await })
+    }
+
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        let (slug, token_hash) = (slug.to_string(), token_hash.to_string());
+        self.call(move |s| async move { s.agent_by_token(&slug, &token_hash).await })
+    }
+
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        let (reach, scope) = (reach.clone(), scope.clone());
+        self.call(move |s| async move { s.resolve_scope(&reach, &scope).await })
+    }
+
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
+        self.call(move |s| async move { s.vend_endpoint(endpoint).await })
+    }
+
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
+        let human = human.clone();
+        self.call(move |s| async move { s.list_endpoints(&human).await })
+    }
+
+    async fn mint_token(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
+        let (human_id, label, token_hash) = (human_id.to_string(), label.map(str::to_string), token_hash.to_string());
+        self.call(move |s| async move { s.mint_token(&human_id, label.as_deref(), &token_hash).await })
+    }
+
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
+        let human = human.clone();
+        self.call(move |s| async move { s.list_teams(&human).await })
+    }
+
+    async fn create_webhook(
+        &self,
+        owner_human_id: &str,
+        name: &str,
+        secret: &str,
+        targets: &[QueueIdentity],
+    ) -> Result<String> {
+        let (owner, name, secret, targets) =
+            (owner_human_id.to_string(), name.to_string(), secret.to_string(), targets.to_vec());
+        self.call(move |s| async move { s.create_webhook(&owner, &name, &secret, &targets).await })
+    }
+
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
+        let webhook_id = webhook_id.to_string();
+        self.call(move |s| async move { s.webhook_for_ingest_unscoped(&webhook_id).await })
+    }
+
+    async fn ingest(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
+        let (webhook_id, delivery_id) = (webhook_id.to_string(), delivery_id.to_string());
+        self.call(move |s| async move { s.ingest(&webhook_id, &delivery_id, todos).await })
+    }
+
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
+        self.call(move |s| async move { s.create_todo(todo).await })
+    }
+
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        self.call(move |s| async move { s.list_todos(query).await })
+    }
+
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let (actor, id) = (actor.clone(), id.to_string());
+        self.call(move |s| async move { s.get_todo(&actor, &id).await })
+    }
+
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+        let (actor, queues) = (actor.clone(), queues.to_vec());
+        self.call(move |s| async move { s.claim_next(&actor, &queues, lease_seconds).await })
+    }
+
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        let (actor, id) = (actor.clone(), id.to_string());
+        self.call(move |s| async move { s.claim(&actor, &id, lease_seconds).await })
+    }
+
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        let (actor, id) = (actor.clone(), id.to_string());
+        self.call(move |s| async move { s.heartbeat(&actor, &id, lease_seconds).await })
+    }
+
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let (actor, id) = (actor.clone(), id.to_string());
+        self.call(move |s| async move { s.complete(&actor, &id, result).await })
+    }
+
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        let (actor, id) = (actor.clone(), id.to_string());
+        self.call(move |s| async move { s.fail(&actor, &id, result).await })
+    }
+
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let (actor, id) = (actor.clone(), id.to_string());
+        self.call(move |s| async move { s.release(&actor, &id).await })
+    }
+
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        let (actor, id) = (actor.clone(), id.to_string());
+        self.call(move |s| async move { s.retry_now(&actor, &id).await })
+    }
+
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        let identities = identities.to_vec();
+        self.call(move |s| async move { s.queue_admissions(&identities).await })
+    }
+
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        let reach = reach.clone();
+        self.call(move |s| async move { s.reach_admissions(&reach).await })
+    }
+
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        let identity = identity.clone();
+        self.call(move |s| async move { s.policy_detail(&identity).await })
+    }
+
+    async fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        let (identity, policy, actor) = (identity.clone(), policy.clone(), actor.clone());
+        self.call(move |s| async move { s.set_policy(&identity, &policy, &actor).await })
+    }
+
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        let (identity, actor) = (identity.clone(), actor.clone());
+        self.call(move |s| async move { s.clear_policy(&identity, &actor).await })
+    }
+
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        let identity = identity.clone();
+        self.call(move |s| async move { s.policy_audit(&identity, limit).await })
+    }
+
+    async fn queue_capacity(&self) -> Result<Capacity> {
+        self.call(|s| async move { s.queue_capacity().await })
+    }
+
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
+        let by = by_human_id.to_string();
+        self.call(move |s| async move { s.set_queue_capacity(max_pending, &by).await })
+    }
+
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        let (identity, id, by) = (identity.clone(), id.to_string(), by.clone());
+        self.call(move |s| async move { s.discard_todo(&identity, &id, &by).await })
+    }
+
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        let (identity, by) = (identity.clone(), by.clone());
+        self.call(move |s| async move { s.clear_queue(&identity, &by).await })
+    }
+
+    async fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        let (human, id) = (human.clone(), id.to_string());
+        self.call(move |s| async move { s.edit_todo(&human, &id, title, payload).await })
+    }
+
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        let (identity, by) = (identity.clone(), by.clone());
+        self.call(move |s| async move { s.purge_queue(&identity, &by).await })
+    }
+
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        let (human, endpoint) = (human.clone(), endpoint.clone());
+        self.call(move |s| async move { s.delete_endpoint(&human, &endpoint).await })
+    }
+
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        self.call(|s| async move { s.reap_lapsed_leases().await })
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        self.call(|s| async move { s.requeue_due_retries().await })
+    }
+
+    async fn prune_usage(&self) -> Result<u64> {
+        self.call(|s| async move { s.prune_usage().await })
+    }
+}

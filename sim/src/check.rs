@@ -1,0 +1,222 @@
+//! The invariants of design.md ("Invariants every test layer checks"), checked from the
+//! simulation's ledger (what committed, in commit order) and the store's final state.
+//!
+//! Exists so every run, on either store, is judged by the same rules, computed independently of
+//! the engine: windows come from the brute-force `Oracle`, in-flight counts from the ledger.
+
+use crate::faults::{Event, Faulty};
+use crate::oracle::Oracle;
+use crate::world::SimStore;
+use chrono::{DateTime, Utc};
+use models::admission::Policy;
+use models::identity::QueueIdentity;
+use models::store::{Store, TodoQuery, TodoSet};
+use models::todo::TodoState;
+use std::collections::{BTreeMap, BTreeSet};
+
+struct Holding {
+    identity: QueueIdentity,
+    holder: String,
+    lease_expires_at: Option<DateTime<Utc>>,
+}
+
+/// Every violation found, as a sentence naming the invariant; empty when all hold.
+pub fn ledger_and_final_state<S: SimStore>(store: &Faulty<S>, identities: &[QueueIdentity]) -> Vec<String> {
+    let ledger = store.ledger();
+    let mut violations = vec![];
+    let mut oracle = Oracle::default();
+    let mut policies: BTreeMap<QueueIdentity, Policy> = BTreeMap::new();
+    let mut corrupted: BTreeSet<QueueIdentity> = BTreeSet::new();
+    let mut holdings: BTreeMap<String, Holding> = BTreeMap::new();
+    // Claims charged per (identity, window start), as the oracle places them.
+    let mut charged: BTreeMap<(QueueIdentity, DateTime<Utc>), i64> = BTreeMap::new();
+    let mut created: BTreeMap<String, QueueIdentity> = BTreeMap::new();
+    for event in &ledger {
+        match event {
+            Event::PolicySet { identity, policy } => {
+                policies.insert(identity.clone(), policy.clone());
+                corrupted.remove(identity);
+            }
+            Event::PolicyCleared { identity } => {
+                policies.remove(identity);
+                corrupted.remove(identity);
+            }
+            Event::PolicyCorrupted { identity } => {
+                corrupted.insert(identity.clone());
+            }
+            Event::Created { id, identity, .. } => {
+                created.insert(id.clone(), identity.clone());
+            }
+            Event::Ended { id, .. } => {
+                holdings.remove(id);
+            }
+            Event::Heartbeat { id, lease_expires_at } => {
+                if let Some(holding) = holdings.get_mut(id) {
+                    holding.lease_expires_at = *lease_expires_at;
+                }
+            }
+            // A sweep returned every claim lapsed when it ran: those are no longer in flight.
+            Event::Reaped { at, .. } => holdings.retain(|_, h| h.lease_expires_at.is_none_or(|lease| lease >= *at)),
+            Event::Requeued { .. } => {}
+            Event::Claimed { id, identity, holder, at, lease_expires_at, admission, .. } => {
+                // A lapsed claim counts as in flight until the reaper returns it or a claim takes
+                // it over, as in the engine.
+                // 4. No todo claimed by two holders at once.
+                if let Some(previous) = holdings.get(id)
+                    && previous.lease_expires_at.is_some_and(|lease| lease >= *at)
+                {
+                    violations.push(format!(
+                        "double claim: {id} claimed by {holder} at {at} while {} held it until {:?}",
+                        previous.holder, previous.lease_expires_at
+                    ));
+                }
+                holdings.remove(id);
+                // 3. Fail closed.
+                if corrupted.contains(identity) {
+                    violations
+                        .push(format!("fail-open: {id} claimed at {at} while {identity:?}'s policy was unreadable"));
+                }
+                // 6. Tenancy: fleet agents drain team queues, the mirror drains its own queue.
+                let team_queue = identity.team_id().is_some();
+                if holder.contains("endpoint:") && team_queue == (identity.queue == crate::world::COPY_QUEUE) {
+                    violations.push(format!("tenancy: {holder} got {id} of {identity:?}"));
+                }
+                match policies.get(identity) {
+                    None => {
+                        // 5. No policy, no change.
+                        if admission.is_some() {
+                            violations.push(format!("no-policy queue {identity:?} answered headroom on {id}"));
+                        }
+                    }
+                    Some(policy) if !corrupted.contains(identity) => {
+                        // 1. In flight never above the cap when a claim commits (this claim included).
+                        let in_flight = holdings.values().filter(|h| &h.identity == identity).count() as i64 + 1;
+                        if let Some(cap) = policy.max_in_flight
+                            && in_flight > cap
+                        {
+                            violations.push(format!(
+                                "over-admission: {id} made {in_flight} in flight on {} (cap {cap}) at {at}",
+                                identity.queue
+                            ));
+                        }
+                        if let Some(headroom) = admission
+                            && headroom.in_flight != in_flight
+                        {
+                            violations.push(format!(
+                                "in-flight miscount on {}: store said {}, ledger {in_flight} at {at}",
+                                identity.queue, headroom.in_flight
+                            ));
+                        }
+                        if let (Some(limit), Some(window)) = (policy.max_claims_per_window, &policy.window) {
+                            let (start, end) = oracle.window(window, *at);
+                            let used = charged.entry((identity.clone(), start)).or_default();
+                            *used += 1;
+                            if *used > limit {
+                                violations.push(format!(
+                                    "over-admission: {id} was claim {used} of window {start} on {} (limit {limit})",
+                                    identity.queue
+                                ));
+                            }
+                            if let Some(headroom) = admission {
+                                if headroom.used != Some(*used) {
+                                    violations.push(format!(
+                                        "charging: store said used {:?} after {id}, ledger {used} in window {start} of {}",
+                                        headroom.used, identity.queue
+                                    ));
+                                }
+                                if headroom.window_resets_at != Some(end) {
+                                    violations.push(format!(
+                                        "window: {id} at {at} on {} resets at {:?}, the oracle says {end}",
+                                        identity.queue, headroom.window_resets_at
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                    Some(_) => {}
+                }
+                holdings.insert(
+                    id.clone(),
+                    Holding { identity: identity.clone(), holder: holder.clone(), lease_expires_at: *lease_expires_at },
+                );
+            }
+        }
+    }
+    final_state(store, identities, &created, &charged, &policies, &mut violations);
+    violations
+}
+
+fn final_state<S: SimStore>(
+    store: &Faulty<S>,
+    identities: &[QueueIdentity],
+    created: &BTreeMap<String, QueueIdentity>,
+    charged: &BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
+    policies: &BTreeMap<QueueIdentity, Policy>,
+    violations: &mut Vec<String>,
+) {
+    // 4. Nothing lost: every todo created is there, once, in one state.
+    let query = TodoQuery { set: TodoSet::Queues(identities.to_vec()), state: None, limit: 100_000 };
+    match futures::executor::block_on(store.list_todos(query)) {
+        Ok(todos) => {
+            let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+            for todo in &todos {
+                *seen.entry(todo.id.as_str()).or_default() += 1;
+                if todo.state == TodoState::Claimed && (todo.lease_expires_at.is_none() || todo.owner.is_none()) {
+                    violations.push(format!("claimed todo {} has no lease or owner", todo.id));
+                }
+                if todo.state == TodoState::Pending && todo.lease_expires_at.is_some() {
+                    violations.push(format!("pending todo {} still has a lease", todo.id));
+                }
+                if !created.contains_key(&todo.id) {
+                    violations.push(format!("todo {} exists but was never created", todo.id));
+                }
+            }
+            for id in created.keys() {
+                match seen.get(id.as_str()) {
+                    Some(1) => {}
+                    Some(n) => violations.push(format!("todo {id} listed {n} times")),
+                    None => violations.push(format!("lost: todo {id} was created and is gone")),
+                }
+            }
+        }
+        Err(error) => violations.push(format!("final listing failed: {error}")),
+    }
+    // 2. Charging equality, window by window, against the store's usage rows; 5. no admission
+    // rows without a policy.
+    for identity in identities {
+        let detail = futures::executor::block_on(store.policy_detail(identity));
+        match (policies.get(identity), detail) {
+            (None, Ok(_)) => violations.push(format!("{identity:?} has a policy nobody set")),
+            (None, Err(_)) => {}
+            (Some(_), Err(error)) => violations.push(format!("policy of {identity:?} unreadable at the end: {error}")),
+            (Some(_), Ok(detail)) => {
+                let stored: BTreeMap<DateTime<Utc>, i64> = detail.windows.iter().copied().collect();
+                let oldest_listed = stored.keys().next().copied();
+                for ((charged_identity, start), count) in charged.range((identity.clone(), DateTime::<Utc>::MIN_UTC)..)
+                {
+                    if charged_identity != identity {
+                        break;
+                    }
+                    if oldest_listed.is_some_and(|oldest| *start < oldest) && detail.windows.len() >= 30 {
+                        continue; // older than the detail's window list
+                    }
+                    let used = stored.get(start).copied().unwrap_or(0);
+                    if used != *count {
+                        violations.push(format!(
+                            "charging: window {start} of {} charged {used}, claims committed {count}",
+                            identity.queue
+                        ));
+                    }
+                }
+                for (start, used) in &stored {
+                    if *used > 0 && !charged.contains_key(&(identity.clone(), *start)) {
+                        violations.push(format!(
+                            "charging: window {start} of {} charged {used} with no claim committed in it",
+                            identity.queue
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! Database faults and the ground-truth ledger, as a wrapper around any `Store`.
+//!
+//! Exists so the simulation can inject the failures a real database has (an error before the
+//! transaction, a commit whose acknowledgement is lost, latency) identically on `ModelStore` and
+//! on the Postgres bridge: the fault decisions come from the simulation's seeded generator, in
+//! the order the calls arrive, so the differential run sees the same faults on both stores.
+//! The wrapper also records what actually committed (before a lost acknowledgement hides it from
+//! the caller): the invariant checks read this ledger, never the clients' view.
+
+use models::admission::{Headroom, Policy};
+use models::capacity::Capacity;
+use models::counters::Counters;
+use models::error::{Error, Result};
+use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
+use models::store::{
+    AgentLookup, AuditRecord, ClaimNext, Claimed, Clock, Ingested, NewEndpoint, PolicyActor, PolicyDetail,
+    QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+};
+use models::todo::{Created, NewTodo, Todo};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// A small, fast, seedable generator (SplitMix64): the simulation's only source of chance.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// True with probability `per_mille / 1000`.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// How often the database misbehaves, per call, in thousandths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultRates {
+    /// The call fails before anything happens (a connection error).
+    pub error_per_mille: u64,
+    /// The call commits, then the answer is lost (a crash between commit and reply).
+    pub lost_ack_per_mille: u64,
+    /// The call is delayed by up to this much simulated time.
+    pub latency_ms_max: u64,
+}
+
+impl FaultRates {
+    pub const NONE: FaultRates = FaultRates { error_per_mille: 0, lost_ack_per_mille: 0, latency_ms_max: 0 };
+    pub const ALL: FaultRates = FaultRates { error_per_mille: 30, lost_ack_per_mille: 30, latency_ms_max: 40 };
+}
+
+/// One thing that committed, in commit order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Created {
+        id: String,
+        identity: QueueIdentity,
+        deduped: bool,
+    },
+    Claimed {
+        id: String,
+        identity: QueueIdentity,
+        holder: String,
+        at: chrono::DateTime<chrono::Utc>,
+        lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+        attempt: i32,
+        admission: Option<Headroom>,
+    },
+    /// complete, fail or release by the holder.
+    Ended {
+        id: String,
+        how: &'static str,
+    },
+    Heartbeat {
+        id: String,
+        lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    },
+    PolicySet {
+        identity: QueueIdentity,
+        policy: Policy,
+    },
+    PolicyCleared {
+        identity: QueueIdentity,
+    },
+    /// The stored policy row was damaged by the simulation (REQ-9 fault).
+    PolicyCorrupted {
+        identity: QueueIdentity,
+    },
+    /// A sweep returned (or dead-lettered) every claim whose lease had lapsed at `at`.
+    Reaped {
+        returned: u64,
+        dead_lettered: u64,
+        at: chrono::DateTime<chrono::Utc>,
+    },
+    Requeued {
+        count: u64,
+    },
+}
+
+/// What the wrapper injected, for the run's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Injected {
+    pub errors: u64,
+    pub lost_acks: u64,
+    pub delays: u64,
+}
+
+struct State {
+    rng: Rng,
+    rates: FaultRates,
+    injected: Injected,
+    ledger: Vec<Event>,
+}
+
+/// `S` with faults and a ledger. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Faulty<S: Store> {
+    inner: S,
+    clock: Arc<dyn Clock>,
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A read: it can fail or be slow; there is nothing to lose.
+    Read,
+    /// A transaction that writes: it can also commit and lose its acknowledgement.
+    Write,
+}
+
+impl<S: Store> Faulty<S> {
+    /// Starts with no faults: set-up runs clean; `arm` turns them on.
+    pub fn new(inner: S, clock: Arc<dyn Clock>, seed: u64) -> Faulty<S> {
+        let state =
+            State { rng: Rng::new(seed), rates: FaultRates::NONE, injected: Injected::default(), ledger: vec![] };
+        Faulty { inner, clock, state: Arc::new(Mutex::new(state)) }
+    }
+
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn arm(&self, rates: FaultRates) {
+        self.lock().rates = rates;
+    }
+
+    pub fn injected(&self) -> Injected {
+        self.lock().injected
+    }
+
+    pub fn ledger(&self) -> Vec<Event> {
+        self.lock().ledger.clone()
+    }
+
+    pub fn record(&self, event: Event) {
+        self.lock().ledger.push(event);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs one store call under the fault plan; `note` records what committed.
+    async fn guarded<T>(
+        &self,
+        kind: Kind,
+        call: impl Future<Output = Result<T>>,
+        note: impl FnOnce(&T, &mut Vec<Event>),
+    ) -> Result<T> {
+        let (delay_ms, fail_before, lose_ack) = {
+            let mut state = self.lock();
+            let rates = state.rates;
+            let delay = if rates.latency_ms_max > 0 { state.rng.below(rates.latency_ms_max + 1) } else { 0 };
+            let fail = state.rng.chance(rates.error_per_mille);
+            let lose = kind == Kind::Write && state.rng.chance(rates.lost_ack_per_mille);
+            if delay > 0 {
+                state.injected.delays += 1;
+            }
+            (delay, fail, lose)
+        };
+        if delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+        if fail_before {
+            self.lock().injected.errors += 1;
+            return Err(Error::unavailable("the database is unavailable (injected)"));
+        }
+        let answer = call.await;
+        if let Ok(value) = &answer {
+            note(value, &mut self.lock().ledger);
+        }
+        if lose_ack {
+            self.lock().injected.lost_acks += 1;
+            return Err(Error::unavailable("the database connection was lost (injected, after commit)"));
+        }
+        answer
+    }
+
+    fn claimed_event(&self, actor: &Actor, claimed: &Claimed) -> Event {
+        Event::Claimed {
+            id: claimed.todo.id.clone(),
+            identity: claimed.todo.identity.clone(),
+            holder: actor.label(),
+            at: self.clock.now(),
+            lease_expires_at: claimed.todo.lease_expires_at,
+            attempt: claimed.todo.attempt,
+            admission: claimed.admission,
+        }
+    }
+}
+
+fn nothing<T>(_: &T, _: &mut Vec<Event>) {}
+
+impl<S: Store> Store for Faulty<S> {
+    fn counters(&self) -> &Counters {
+        self.inner.counters()
+    }
+
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
+        self.inner.all_admissions_unscoped().await
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.inner.ping().await
+    }
+
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        self.guarded(Kind::Read, self.inner.human_by_token(token_hash), nothing).await
+    }
+
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        self.guarded(Kind::Read, self.inner.agent_by_token(slug, token_hash), nothing).await
+    }
+
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        self.inner.resolve_scope(reach, scope).await
+    }
+
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
+        self.inner.vend_endpoint(endpoint).await
+    }
+
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
+        self.inner.list_endpoints(human).await
+    }
+
+    async fn mint_token(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
+        self.inner.mint_token(human_id, label, token_hash).await
+    }
+
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
+        self.inner.list_teams(human).await
+    }
+
+    async fn create_webhook(
+        &self,
+        owner_human_id: &str,
+        name: &str,
+        secret: &str,
+        targets: &[QueueIdentity],
+    ) -> Result<String> {
+        self.inner.create_webhook(owner_human_id, name, secret, targets).await
+    }
+
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
+        self.guarded(Kind::Read, self.inner.webhook_for_ingest_unscoped(webhook_id), nothing).await
+    }
+
+    async fn ingest(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
+        let identities: Vec<QueueIdentity> = todos.iter().map(|t| t.identity.clone()).collect();
+        self.guarded(Kind::Write, self.inner.ingest(webhook_id, delivery_id, todos), |ingested, ledger| {
+            for (id, identity) in ingested.todo_ids.iter().zip(identities) {
+                ledger.push(Event::Created { id: id.clone(), identity, deduped: ingested.deduped });
+            }
+        })
+        .await
+    }
+
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
+        self.guarded(Kind::Write, self.inner.create_todo(todo), |created, ledger| {
+            ledger.push(Event::Created {
+                id: created.todo.id.clone(),
+                identity: created.todo.identity.clone(),
+                deduped: created.deduped,
+            });
+        })
+        .await
+    }
+
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        self.guarded(Kind::Read, self.inner.list_todos(query), nothing).await
+    }
+
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.guarded(Kind::Read, self.inner.get_todo(actor, id), nothing).await
+    }
+
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+        let call = self.inner.claim_next(actor, queues, lease_seconds);
+        self.guarded(Kind::Write, call, |answer, ledger| {
+            if let ClaimNext::Claimed(claimed) = answer {
+                ledger.push(self.claimed_event(actor, claimed));
+            }
+        })
+        .await
+    }
+
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        self.guarded(Kind::Write, self.inner.claim(actor, id, lease_seconds), |claimed, ledger| {
+            ledger.push(self.claimed_event(actor, claimed));
+        })
+        .await
+    }
+
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.heartbeat(actor, id, lease_seconds), |todo, ledger| {
+            ledger.push(Event::Heartbeat { id: todo.id.clone(), lease_expires_at: todo.lease_expires_at });
+        })
+        .await
+    }
+
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.complete(actor, id, result), |todo, ledger| {
+            ledger.push(Event::Ended { id: todo.id.clone(), how: "complete" });
+        })
+        .await
+    }
+
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.fail(actor, id, result), |todo, ledger| {
+            ledger.push(Event::Ended { id: todo.id.clone(), how: "fail" });
+        })
+        .await
+    }
+
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.release(actor, id), |todo, ledger| {
+            ledger.push(Event::Ended { id: todo.id.clone(), how: "release" });
+        })
+        .await
+    }
+
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.retry_now(actor, id), nothing).await
+    }
+
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        self.guarded(Kind::Read, self.inner.queue_admissions(identities), nothing).await
+    }
+
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        self.guarded(Kind::Read, self.inner.reach_admissions(reach), nothing).await
+    }
+
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        self.guarded(Kind::Read, self.inner.policy_detail(identity), nothing).await
+    }
+
+    async fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        self.guarded(Kind::Write, self.inner.set_policy(identity, policy, actor), |_, ledger| {
+            ledger.push(Event::PolicySet { identity: identity.clone(), policy: policy.clone() });
+        })
+        .await
+    }
+
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.clear_policy(identity, actor), |_, ledger| {
+            ledger.push(Event::PolicyCleared { identity: identity.clone() });
+        })
+        .await
+    }
+
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        self.inner.policy_audit(identity, limit).await
+    }
+
+    async fn queue_capacity(&self) -> Result<Capacity> {
+        self.inner.queue_capacity().await
+    }
+
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
+        self.inner.set_queue_capacity(max_pending, by_human_id).await
+    }
+
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        self.inner.discard_todo(identity, id, by).await
+    }
+
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.inner.clear_queue(identity, by).await
+    }
+
+    async fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        self.inner.edit_todo(human, id, title, payload).await
+    }
+
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.inner.purge_queue(identity, by).await
+    }
+
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        self.inner.delete_endpoint(human, endpoint).await
+    }
+
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        self.guarded(Kind::Write, self.inner.reap_lapsed_leases(), |report, ledger| {
+            if report.returned_to_pending + report.dead_lettered > 0 {
+                ledger.push(Event::Reaped {
+                    returned: report.returned_to_pending,
+                    dead_lettered: report.dead_lettered,
+                    at: self.clock.now(),
+                });
+            }
+        })
+        .await
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        self.guarded(Kind::Write, self.inner.requeue_due_retries(), |count, ledger| {
+            if *count > 0 {
+                ledger.push(Event::Requeued { count: *count });
+            }
+        })
+        .await
+    }
+
+    async fn prune_usage(&self) -> Result<u64> {
+        self.inner.prune_usage().await
+    }
+}

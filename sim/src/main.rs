@@ -1,0 +1,119 @@
+//! `cargo run -p sim --release -- run|mutants`: the simulation from the command line.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "sim",
+    about = "Switchboard's deterministic simulation: runs seeds, replays one, or hunts the seeded bugs."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum StoreArg {
+    /// The in-memory reference store (fast; the default).
+    Model,
+    /// Real PostgreSQL through the blocking bridge (a throwaway cluster is started).
+    Postgres,
+    /// Both, and the traces must be equal seed by seed.
+    Differential,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FaultsArg {
+    None,
+    All,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs seeds and checks every invariant; prints a summary and the last trace hash.
+    Run {
+        /// How many seeds to run.
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// The first seed (seeds run from here upwards).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, value_enum, default_value_t = FaultsArg::All)]
+        faults: FaultsArg,
+        #[arg(long, value_enum, default_value_t = StoreArg::Model)]
+        store: StoreArg,
+        /// Print every seed's trace.
+        #[arg(long)]
+        trace: bool,
+        /// Run with one seeded bug switched on (see `mutants`), e.g. to replay how it was caught.
+        #[arg(long)]
+        mutant: Option<String>,
+    },
+    /// Runs the harness against every seeded bug; exits non-zero if any is missed.
+    Mutants {
+        /// Seeds to try per bug before calling it missed.
+        #[arg(long, default_value_t = 40)]
+        seeds: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { seeds, seed, faults, store, trace, mutant } => {
+            if let Some(name) = mutant {
+                let Some(found) = models::mutants::Mutant::ALL.into_iter().find(|m| m.name() == name) else {
+                    let names: Vec<&str> = models::mutants::Mutant::ALL.iter().map(|m| m.name()).collect();
+                    eprintln!("--mutant: no seeded bug is called {name}; known: {}", names.join(", "));
+                    return ExitCode::from(2);
+                };
+                models::mutants::activate(Some(found));
+            }
+            let started = Instant::now();
+            let faults = faults == FaultsArg::All;
+            let mut totals = sim::runner::Totals::default();
+            for seed in seed..seed + seeds {
+                let config = sim::world::Config::quick(seed, faults);
+                let outcome = match store {
+                    StoreArg::Model => sim::runner::on_model(config),
+                    StoreArg::Postgres => sim::runner::on_postgres(config),
+                    StoreArg::Differential => match sim::runner::differential(config) {
+                        Ok(outcome) => outcome,
+                        Err(diff) => {
+                            eprintln!("{diff}");
+                            eprintln!(
+                                "replay: cargo run -p sim --release -- run --seeds 1 --seed {seed} --store differential"
+                            );
+                            return ExitCode::FAILURE;
+                        }
+                    },
+                };
+                if trace {
+                    for line in &outcome.trace {
+                        println!("{line}");
+                    }
+                }
+                totals.add(&outcome);
+                if !outcome.violations.is_empty() {
+                    for violation in &outcome.violations {
+                        eprintln!("seed {seed}: {violation}");
+                    }
+                    eprintln!(
+                        "replay: cargo run -p sim --release -- run --seeds 1 --seed {seed} --store {} --trace",
+                        match store {
+                            StoreArg::Model => "model",
+                            StoreArg::Postgres => "postgres",
+                            StoreArg::Differential => "differential",
+                        }
+                    );
+                }
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            println!("{}", totals.summary(elapsed));
+            if totals.violations > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+        Command::Mutants { seeds } => sim::mutants::hunt_all(seeds),
+    }
+}

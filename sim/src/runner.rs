@@ -1,0 +1,83 @@
+//! Running seeds on either store and comparing them: what the CLI and the tests share.
+
+use crate::world::{self, Config, Outcome};
+use models::store::ManualClock;
+
+/// Sums over many seeds, for the CLI's summary line.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    pub seeds: u64,
+    pub ops: u64,
+    pub claims: u64,
+    pub faults: u64,
+    pub violations: u64,
+    pub last_hash: String,
+}
+
+impl Totals {
+    pub fn add(&mut self, outcome: &Outcome) {
+        self.seeds += 1;
+        self.ops += outcome.ops;
+        self.claims += outcome.claims;
+        self.faults += outcome.faults.total();
+        self.violations += outcome.violations.len() as u64;
+        self.last_hash.clone_from(&outcome.trace_hash);
+    }
+
+    pub fn summary(&self, elapsed_s: f64) -> String {
+        format!(
+            "seeds run: {} | operations: {} | claims: {} | faults injected: {} | invariant violations: {} | \
+             last trace hash: {} | {:.1} s, {:.1} seeds/s",
+            self.seeds,
+            self.ops,
+            self.claims,
+            self.faults,
+            self.violations,
+            self.last_hash,
+            elapsed_s,
+            self.seeds as f64 / elapsed_s.max(1e-9)
+        )
+    }
+}
+
+/// One seed on the in-memory `ModelStore`.
+pub fn on_model(config: Config) -> Outcome {
+    let clock = ManualClock::at(world::epoch());
+    let store = models::model_store::ModelStore::new(std::sync::Arc::new(clock.clone()));
+    world::run(store, clock, config)
+}
+
+/// One seed on a fresh PostgreSQL database through the bridge.
+pub fn on_postgres(config: Config) -> Outcome {
+    let clock = ManualClock::at(world::epoch());
+    let (store, database) = crate::postgres::fresh(&clock);
+    let outcome = world::run(store, clock, config);
+    crate::postgres::drop(&database);
+    outcome
+}
+
+/// One seed on both; the traces must be equal line for line. Returns the Postgres outcome (its
+/// violations include the SQL checks) or the first difference.
+pub fn differential(config: Config) -> Result<Outcome, String> {
+    let model = on_model(config);
+    let postgres = on_postgres(config);
+    if model.trace_hash == postgres.trace_hash {
+        let mut outcome = postgres;
+        outcome.violations.extend(model.violations.into_iter().map(|v| format!("model: {v}")));
+        return Ok(outcome);
+    }
+    let line = model
+        .trace
+        .iter()
+        .zip(&postgres.trace)
+        .position(|(a, b)| a != b)
+        .unwrap_or(model.trace.len().min(postgres.trace.len()));
+    Err(format!(
+        "seed {}: the traces differ (model {} vs postgres {}) first at line {line}:\n  model:    {}\n  postgres: {}",
+        config.seed,
+        model.trace_hash,
+        postgres.trace_hash,
+        model.trace.get(line).map_or("<end>", String::as_str),
+        postgres.trace.get(line).map_or("<end>", String::as_str),
+    ))
+}

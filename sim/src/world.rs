@@ -1,0 +1,753 @@
+//! One simulated run: the production router on N turmoil replicas over one shared store, agents
+//! draining a team's queues over MCP, a second owner's agent on a webhook copy, an owner changing
+//! policies over the operator API, a producer pushing todos and signed webhook deliveries (with
+//! redeliveries), and the faults: replica crash and restart, partitions, lost replies, client
+//! cancellation, database errors and lost acknowledgements, clock jumps across window boundaries
+//! and a DST fold, and damaged policy rows.
+//!
+//! Determinism: every choice comes from the seed (turmoil's generator for the network, `Rng` for
+//! the workload and faults), time from turmoil's clock (`ManualClock` follows it), and the
+//! workspace builds with `--cfg tokio_unstable` so turmoil seeds tokio's scheduler too. The trace
+//! is what every client saw, line by line; its hash identifies the run.
+
+use crate::check;
+use crate::faults::{Event, FaultRates, Faulty, Rng};
+use crate::net::{self, Reply};
+use chrono::{DateTime, Duration as Span, Utc};
+use models::admission::Policy;
+use models::identity::QueueIdentity;
+use models::store::{ManualClock, NewEndpoint, PolicyActor, Store};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where simulated time starts: ten minutes before Los Angeles falls back (09:00Z).
+pub const EPOCH: &str = "2026-11-01T08:50:00Z";
+/// The team's queues: a window budget, an in-flight cap, both, and none.
+pub const QUEUES: [&str; 4] = ["metered", "capped", "both", "free"];
+/// The second owner's queue that the webhook also fans out to.
+pub const COPY_QUEUE: &str = "copy";
+const LEASE_SECONDS: i64 = 20;
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+const WEBHOOK_SECRET: &str = "whsec_c2ltdWxhdGlvbi1zZWNyZXQtMDEyMzQ1Njc4OQ==";
+/// The owner writes at most this many policies per run: the production write limiter runs on
+/// the host's real clock (burst 10), and staying under its burst keeps runs reproducible.
+const OWNER_WRITES_MAX: usize = 8;
+
+/// What the simulation needs from a store beyond `Store`: set-up of principals (no `Store`
+/// method creates humans or teams), damaging a policy row, and the store's own final checks.
+pub trait SimStore: Store {
+    /// Creates a human with an operator token whose SHA-256 hex is `token_hash`; its id.
+    fn add_human(&self, name: &str, token_hash: &str) -> String;
+    /// Creates a team owned by `owner_human_id`; (team id, slug).
+    fn add_team(&self, name: &str, owner_human_id: &str) -> (String, String);
+    /// Overwrites the stored zone of `identity`'s policy with one no zone database knows.
+    fn corrupt_policy_zone(&self, identity: &QueueIdentity);
+    /// The store's own end-of-run invariant checks (SQL for Postgres); violations.
+    fn final_check(&self) -> Vec<String>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    pub seed: u64,
+    pub replicas: usize,
+    pub agents: usize,
+    pub todos: usize,
+    /// Simulated seconds the agents keep draining after the producer starts.
+    pub duration_s: u64,
+    pub faults: bool,
+}
+
+impl Config {
+    pub fn quick(seed: u64, faults: bool) -> Config {
+        Config { seed, replicas: 2, agents: 3, todos: 50, duration_s: 240, faults }
+    }
+}
+
+/// Fault counts of one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    pub crashes: u64,
+    pub partitions: u64,
+    pub clock_jumps: u64,
+    pub corruptions: u64,
+    pub db_errors: u64,
+    pub lost_acks: u64,
+    pub delays: u64,
+    pub cancellations: u64,
+}
+
+impl FaultCounts {
+    pub fn total(&self) -> u64 {
+        self.crashes
+            + self.partitions
+            + self.clock_jumps
+            + self.corruptions
+            + self.db_errors
+            + self.lost_acks
+            + self.cancellations
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub seed: u64,
+    pub steps: u64,
+    /// Requests the clients made.
+    pub ops: u64,
+    /// Claims that committed (from the ledger, whether or not the agent heard back).
+    pub claims: u64,
+    pub faults: FaultCounts,
+    pub trace: Vec<String>,
+    pub trace_hash: String,
+    pub violations: Vec<String>,
+}
+
+/// The trace every host appends to, in simulated order.
+#[derive(Clone, Default)]
+pub struct Trace {
+    lines: Arc<Mutex<Vec<String>>>,
+    cancellations: Arc<Mutex<u64>>,
+}
+
+impl Trace {
+    pub fn log(&self, host: &str, line: String) {
+        let at_ms = turmoil::sim_elapsed().map(|d| d.as_millis()).unwrap_or(0);
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{at_ms:>9} {host} {line}"));
+    }
+
+    fn cancelled(&self) {
+        *self.cancellations.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    }
+
+    fn take(&self) -> (Vec<String>, u64) {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        (lines, *self.cancellations.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Tokens and names the clients use (fixed per seed, so both stores see the same requests).
+#[derive(Clone)]
+struct Principals {
+    owner_token: String,
+    team_slug: String,
+    agents: Vec<(String, String)>,
+    mirror: (String, String),
+    webhook_id: String,
+}
+
+pub fn epoch() -> DateTime<Utc> {
+    EPOCH.parse().unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+}
+
+fn token(prefix: &str, name: &str, seed: u64) -> String {
+    format!(
+        "{prefix}{:0>40}",
+        format!("{name}{seed:x}").chars().filter(char::is_ascii_alphanumeric).collect::<String>()
+    )
+}
+
+/// The initial policies (and the owner's later choices): a window budget on a DST-affected day,
+/// an in-flight cap, both with an hourly window in a half-hour zone.
+fn policy_choices(queue: &str) -> Vec<Value> {
+    let window = |period: &str, tz: &str, start: &str| json!({"period": period, "tz": tz, "start": start});
+    match queue {
+        "metered" => vec![
+            json!({"max_in_flight": null, "max_claims_per_window": 6, "window": window("day", "America/Los_Angeles", "01:30")}),
+            json!({"max_in_flight": null, "max_claims_per_window": 3, "window": window("hour", "UTC", "00:15")}),
+            json!({"max_in_flight": null, "max_claims_per_window": 10, "window": window("day", "America/Los_Angeles", "01:30")}),
+            json!({"max_in_flight": null, "max_claims_per_window": 0, "window": window("hour", "Asia/Kolkata", "00:00")}),
+        ],
+        "capped" => vec![
+            json!({"max_in_flight": 1, "max_claims_per_window": null, "window": null}),
+            json!({"max_in_flight": 2, "max_claims_per_window": null, "window": null}),
+        ],
+        _ => vec![
+            json!({"max_in_flight": 2, "max_claims_per_window": 5, "window": window("hour", "Asia/Kolkata", "00:00")}),
+            json!({"max_in_flight": 1, "max_claims_per_window": 8, "window": window("week", "Europe/Berlin", "09:00")}),
+            json!({"max_in_flight": 3, "max_claims_per_window": 4, "window": window("hour", "UTC", "00:15")}),
+        ],
+    }
+}
+
+/// Humans, the team, endpoints, the webhook and the initial policies, straight on the store.
+fn set_up<S: SimStore>(store: &Faulty<S>, seed: u64) -> Principals {
+    let inner = store.inner();
+    let owner_token = token("sbh_", "owner", seed);
+    let owner_id = inner.add_human("owner", &engine::pg_store::hash_token(&owner_token));
+    let other_token = token("sbh_", "other", seed);
+    let other_id = inner.add_human("other", &engine::pg_store::hash_token(&other_token));
+    let (team_id, team_slug) = inner.add_team("fleet", &owner_id);
+    let mut verbs: Vec<String> = models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect();
+    verbs.push("admission_status".into());
+    let mut agents = vec![];
+    for index in 0..8 {
+        let key = token("sbk_", &format!("agent{index}"), seed);
+        let endpoint = futures::executor::block_on(inner.vend_endpoint(NewEndpoint {
+            name: format!("agent-{index}"),
+            owner_human_id: Some(owner_id.clone()),
+            owner_team_id: None,
+            own_queues: vec![],
+            team_queues: QUEUES.iter().map(|q| (team_id.clone(), q.to_string())).collect(),
+            verbs: verbs.clone(),
+            token_hash: engine::pg_store::hash_token(&key),
+            created_by_human_id: Some(owner_id.clone()),
+        }))
+        .unwrap_or_else(|e| panic!("set-up: vend agent: {e}"));
+        agents.push((endpoint.slug, key));
+    }
+    let mirror_key = token("sbk_", "mirror", seed);
+    let mirror = futures::executor::block_on(inner.vend_endpoint(NewEndpoint {
+        name: "mirror".into(),
+        owner_human_id: Some(other_id.clone()),
+        owner_team_id: None,
+        own_queues: vec![COPY_QUEUE.into()],
+        team_queues: vec![],
+        verbs,
+        token_hash: engine::pg_store::hash_token(&mirror_key),
+        created_by_human_id: Some(other_id),
+    }))
+    .unwrap_or_else(|e| panic!("set-up: vend mirror: {e}"));
+    let targets =
+        [QueueIdentity::team(team_id.clone(), "metered"), QueueIdentity::endpoint(mirror.id.clone(), COPY_QUEUE)];
+    let webhook_id = futures::executor::block_on(inner.create_webhook(&owner_id, "provider", WEBHOOK_SECRET, &targets))
+        .unwrap_or_else(|e| panic!("set-up: webhook: {e}"));
+    let actor = PolicyActor { human_id: Some(owner_id), endpoint_id: None };
+    for queue in ["metered", "capped", "both"] {
+        let policy = Policy::from_request(&policy_choices(queue)[0]).unwrap_or_else(|e| panic!("set-up policy: {e}"));
+        // Through the wrapper, so the ledger knows the policy in force from the start.
+        futures::executor::block_on(store.set_policy(&QueueIdentity::team(team_id.clone(), queue), &policy, &actor))
+            .unwrap_or_else(|e| panic!("set-up: policy {queue}: {e}"));
+    }
+    Principals { owner_token, team_slug, agents, mirror: (mirror.slug, mirror_key), webhook_id }
+}
+
+/// A client's view of the replicas: one request, retried on another replica after a network
+/// failure (the first attempt may have been applied: retries are the reason dedup exists).
+#[derive(Clone)]
+struct Caller {
+    name: String,
+    replicas: usize,
+    trace: Trace,
+}
+
+impl Caller {
+    #[allow(clippy::too_many_arguments)]
+    async fn send(
+        &self,
+        rng: &mut Rng,
+        method: &str,
+        path: &str,
+        bearer: Option<&str>,
+        headers: &[(&str, String)],
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Reply {
+        let mut reply = Reply::Network("not sent".into());
+        for _attempt in 0..3 {
+            let replica = format!("r{}", rng.below(self.replicas as u64));
+            reply = net::request(&replica, method, path, bearer, headers, body, timeout).await;
+            match &reply {
+                Reply::Network(problem) => {
+                    if problem == "timed out" {
+                        self.trace.cancelled();
+                    }
+                    self.trace
+                        .log(&self.name, format!("{method} {} via {replica}: network: {problem}", printable(path)));
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Reply::Http(..) => return reply,
+            }
+        }
+        reply
+    }
+
+    async fn tool(
+        &self,
+        rng: &mut Rng,
+        slug: &str,
+        key: &str,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Reply {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+        let reply = self.send(rng, "POST", &format!("/mcp/{slug}"), Some(key), &[], Some(&body), timeout).await;
+        match reply {
+            Reply::Http(200, answer) => {
+                let result = &answer["result"];
+                let status = if result["isError"].as_bool() == Some(true) { 422 } else { 200 };
+                Reply::Http(status, result["structuredContent"].clone())
+            }
+            other => other,
+        }
+    }
+}
+
+/// A path without the generated parts (endpoint slugs, webhook ids differ between stores).
+fn printable(path: &str) -> &str {
+    if path.starts_with("/mcp/") {
+        "/mcp/<endpoint>"
+    } else if path.starts_with("/ingest/") {
+        "/ingest/<webhook>"
+    } else if path.starts_with("/api/v1/admission/") {
+        "/api/v1/admission/<team>/<queue>"
+    } else {
+        path
+    }
+}
+
+fn summarize_claim(reply: &Reply) -> String {
+    match reply {
+        Reply::Http(200, body) if body["empty"] == json!(true) => {
+            let deferred: Vec<String> = body["deferred"]
+                .as_array()
+                .map(|list| {
+                    list.iter()
+                        .map(|d| format!("{}:{}:{}:{}", d["queue"], d["reason"], d["pending"], d["next_eligible_at"]))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("empty deferred=[{}]", deferred.join(","))
+        }
+        Reply::Http(200, body) => {
+            let todo = &body["todo"];
+            let admission = &body["admission"];
+            format!(
+                "claimed {} q={} attempt={} lease={} admission={}",
+                todo["title"], todo["queue"], todo["attempt"], todo["lease_expires_at"], admission
+            )
+        }
+        other => summarize(other),
+    }
+}
+
+fn summarize(reply: &Reply) -> String {
+    match reply {
+        Reply::Http(200, body) if body.get("todo").is_some() => {
+            format!("ok {} state={} attempt={}", body["todo"]["title"], body["todo"]["state"], body["todo"]["attempt"])
+        }
+        Reply::Http(200, body) if body.get("state").is_some() => {
+            format!(
+                "ok {} state={} attempt={} lease={}",
+                body["title"], body["state"], body["attempt"], body["lease_expires_at"]
+            )
+        }
+        Reply::Http(status, body) if *status >= 400 => {
+            let mut extras = body.as_object().cloned().unwrap_or_default();
+            extras.remove("message");
+            extras.remove("error");
+            format!("http {status} {}", scrub(&Value::Object(extras)))
+        }
+        Reply::Http(status, body) => format!("http {status} {body}"),
+        Reply::Network(problem) => format!("network: {problem}"),
+    }
+}
+
+/// An agent: claim_next, work, then complete / fail / release / abandon; sometimes a named
+/// claim of a listed todo, a heartbeat, an admission_status read, or an impatient cancel.
+async fn agent(caller: Caller, slug: String, key: String, seed: u64, until: Duration) -> turmoil::Result {
+    let mut rng = Rng::new(seed);
+    let patient = Duration::from_secs(3);
+    while turmoil::sim_elapsed().unwrap_or_default() < until {
+        let choice = rng.below(100);
+        let claimed = if choice < 8 {
+            // A named claim of the first pending todo the listing shows.
+            let listed = caller
+                .tool(&mut rng, &slug, &key, "list_todos", json!({"state": "pending", "limit": 3}), patient)
+                .await;
+            let first = match &listed {
+                Reply::Http(200, body) => body["todos"][0]["id"].as_str().map(str::to_string),
+                _ => None,
+            };
+            let Some(id) = first else {
+                caller.trace.log(&caller.name, format!("list_todos -> {}", summarize(&listed)));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            let reply = caller
+                .tool(&mut rng, &slug, &key, "claim", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), patient)
+                .await;
+            caller.trace.log(&caller.name, format!("claim -> {}", summarize_claim(&reply)));
+            reply
+        } else if choice < 12 {
+            let reply = caller.tool(&mut rng, &slug, &key, "admission_status", json!({}), patient).await;
+            caller.trace.log(&caller.name, format!("admission_status -> {}", admission_summary(&reply)));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        } else {
+            // One claim in twenty gives up almost at once: the client cancels mid-claim.
+            let timeout = if rng.chance(50) { Duration::from_millis(15) } else { patient };
+            let reply = caller
+                .tool(&mut rng, &slug, &key, "claim_next", json!({"lease_ttl_seconds": LEASE_SECONDS}), timeout)
+                .await;
+            caller.trace.log(&caller.name, format!("claim_next -> {}", summarize_claim(&reply)));
+            reply
+        };
+        let id = match &claimed {
+            Reply::Http(200, body) if body.get("todo").is_some() => {
+                body["todo"]["id"].as_str().unwrap_or("").to_string()
+            }
+            Reply::Http(200, _) => {
+                tokio::time::sleep(Duration::from_millis(1000 + rng.below(3000))).await;
+                continue;
+            }
+            _ => {
+                tokio::time::sleep(Duration::from_millis(500 + rng.below(1000))).await;
+                continue;
+            }
+        };
+        // Work: sometimes longer than the lease, so the reaper or a takeover gets it.
+        let work_ms = rng.below(28_000);
+        if work_ms > 12_000 && rng.chance(300) {
+            tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
+            let reply = caller
+                .tool(
+                    &mut rng,
+                    &slug,
+                    &key,
+                    "heartbeat",
+                    json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}),
+                    patient,
+                )
+                .await;
+            caller.trace.log(&caller.name, format!("heartbeat -> {}", summarize(&reply)));
+            tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(work_ms)).await;
+        }
+        let verb = match rng.below(100) {
+            0..70 => "complete",
+            70..85 => "fail",
+            85..95 => "release",
+            _ => {
+                caller.trace.log(&caller.name, "abandons its claim".into());
+                continue;
+            }
+        };
+        let reply = caller.tool(&mut rng, &slug, &key, verb, json!({"id": id}), patient).await;
+        caller.trace.log(&caller.name, format!("{verb} -> {}", summarize(&reply)));
+    }
+    Ok(())
+}
+
+fn admission_summary(reply: &Reply) -> String {
+    match reply {
+        Reply::Http(200, body) => format!("ok {}", scrub(body)),
+        other => summarize(other),
+    }
+}
+
+/// A body without the generated identifiers (ids, slugs, owners), which differ between stores.
+fn scrub(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| {
+                    !matches!(key.as_str(), "id" | "policy_id" | "scope" | "owner" | "endpoint_id" | "team_id")
+                })
+                .map(|(key, value)| (key.clone(), scrub(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(scrub).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The owner: now and then replaces a budgeted queue's policy over the operator API.
+async fn owner(caller: Caller, principals: Principals, seed: u64, until: Duration) -> turmoil::Result {
+    let mut rng = Rng::new(seed);
+    let mut writes = 0;
+    while turmoil::sim_elapsed().unwrap_or_default() < until && writes < OWNER_WRITES_MAX {
+        tokio::time::sleep(Duration::from_millis(15_000 + rng.below(30_000))).await;
+        let queue = *rng.pick(&["metered", "capped", "both"]);
+        let choices = policy_choices(queue);
+        let policy = rng.pick(&choices).clone();
+        let path = format!("/api/v1/admission/team:{}/{queue}", principals.team_slug);
+        let reply = caller
+            .send(&mut rng, "PUT", &path, Some(&principals.owner_token), &[], Some(&policy), Duration::from_secs(3))
+            .await;
+        writes += 1;
+        let summary = match &reply {
+            Reply::Http(status, body) => format!("http {status} {}", body["status"]),
+            other => summarize(other),
+        };
+        caller.trace.log(&caller.name, format!("PUT {queue} {policy} -> {summary}"));
+    }
+    Ok(())
+}
+
+/// The producer: todos over the operator API (idempotency key = title, so retries dedup) and
+/// signed webhook deliveries fanned out to two owners, some delivered twice.
+async fn producer(caller: Caller, principals: Principals, seed: u64, todos: usize) -> turmoil::Result {
+    let mut rng = Rng::new(seed);
+    let mut redeliver: Vec<(String, String)> = vec![];
+    for index in 0..todos {
+        tokio::time::sleep(Duration::from_millis(300 + rng.below(3_000))).await;
+        if rng.chance(200) {
+            let delivery = format!("dlv-{index}");
+            let body = json!({"title": format!("hook {index}")}).to_string();
+            send_delivery(&caller, &mut rng, &principals, &delivery, &body).await;
+            if rng.chance(300) {
+                redeliver.push((delivery, body));
+            }
+        } else {
+            let queue = *rng.pick(&QUEUES);
+            let title = format!("p{index}");
+            let body = json!({"scope": format!("team:{}", principals.team_slug), "queue": queue, "title": title,
+                "idempotency_key": title, "max_attempts": 3});
+            let reply = caller
+                .send(
+                    &mut rng,
+                    "POST",
+                    "/api/v1/todos",
+                    Some(&principals.owner_token),
+                    &[],
+                    Some(&body),
+                    Duration::from_secs(3),
+                )
+                .await;
+            let summary = match &reply {
+                Reply::Http(status, body) => {
+                    format!("http {status} deduped={} {}", body["deduped"], body["todo"]["title"])
+                }
+                other => summarize(other),
+            };
+            caller.trace.log(&caller.name, format!("push {title} to {queue} -> {summary}"));
+        }
+        if !redeliver.is_empty() && rng.chance(250) {
+            let (delivery, body) = redeliver.remove(0);
+            send_delivery(&caller, &mut rng, &principals, &delivery, &body).await;
+        }
+    }
+    for (delivery, body) in redeliver {
+        send_delivery(&caller, &mut rng, &principals, &delivery, &body).await;
+    }
+    Ok(())
+}
+
+async fn send_delivery(caller: &Caller, rng: &mut Rng, principals: &Principals, delivery: &str, body: &str) {
+    // Standard Webhooks signatures carry a timestamp the server checks against its real clock;
+    // the signature never reaches the trace, so this does not affect reproducibility.
+    let timestamp = Utc::now().timestamp();
+    let signature = standardwebhooks::Webhook::new(WEBHOOK_SECRET)
+        .and_then(|hook| hook.sign(delivery, timestamp, body.as_bytes()))
+        .unwrap_or_default();
+    let headers = [
+        ("webhook-id", delivery.to_string()),
+        ("webhook-timestamp", timestamp.to_string()),
+        ("webhook-signature", signature),
+    ];
+    let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let reply = caller
+        .send(
+            rng,
+            "POST",
+            &format!("/ingest/{}", principals.webhook_id),
+            None,
+            &headers,
+            Some(&value),
+            Duration::from_secs(3),
+        )
+        .await;
+    let summary = match &reply {
+        Reply::Http(status, answer) => {
+            format!(
+                "http {status} deduped={} todos={}",
+                answer["deduped"],
+                answer["todos"].as_array().map_or(0, Vec::len)
+            )
+        }
+        other => summarize(other),
+    };
+    caller.trace.log(&caller.name, format!("deliver {delivery} -> {summary}"));
+}
+
+/// A replica: the production router, and the background sweeps on simulated time.
+async fn replica<S: SimStore>(name: String, store: Faulty<S>, trace: Trace) -> turmoil::Result {
+    let sweeper = store.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SWEEP_EVERY).await;
+            match sweeper.reap_lapsed_leases().await {
+                Ok(report) if report.returned_to_pending + report.dead_lettered > 0 => trace.log(
+                    &name,
+                    format!("reaper returned={} dead_lettered={}", report.returned_to_pending, report.dead_lettered),
+                ),
+                Ok(_) => {}
+                Err(error) => trace.log(&name, format!("reaper failed: {}", error.code.as_str())),
+            }
+            match sweeper.requeue_due_retries().await {
+                Ok(0) => {}
+                Ok(count) => trace.log(&name, format!("retry scheduler requeued={count}")),
+                Err(error) => trace.log(&name, format!("retry scheduler failed: {}", error.code.as_str())),
+            }
+        }
+    });
+    net::serve(server::app::router(server::app::AppState::new(store))).await
+}
+
+/// Runs one seed on `store` (fresh: nothing created yet) whose clock is `clock`.
+pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome {
+    let base = epoch();
+    clock.set(base);
+    let store = Faulty::new(store, Arc::new(clock.clone()), config.seed);
+    let principals = set_up(&store, config.seed);
+    if config.faults {
+        store.arm(FaultRates::ALL);
+    }
+    let trace = Trace::default();
+    let until = Duration::from_secs(config.duration_s);
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(until + Duration::from_secs(900))
+        .tick_duration(Duration::from_millis(5))
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(25))
+        .epoch(std::time::UNIX_EPOCH + Duration::from_secs(base.timestamp().max(0) as u64))
+        .rng_seed(config.seed)
+        .build();
+    for index in 0..config.replicas {
+        let (name, store, trace) = (format!("r{index}"), store.clone(), trace.clone());
+        sim.host(name.clone(), move || replica(name.clone(), store.clone(), trace.clone()));
+    }
+    let caller = |name: &str| Caller { name: name.to_string(), replicas: config.replicas, trace: trace.clone() };
+    for index in 0..config.agents {
+        let (slug, key) = principals.agents[index % principals.agents.len()].clone();
+        let seed = config.seed.wrapping_mul(31).wrapping_add(index as u64 + 1);
+        sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), slug, key, seed, until));
+    }
+    let (slug, key) = principals.mirror.clone();
+    sim.client("m0", agent(caller("m0"), slug, key, config.seed ^ 0xA5A5, until));
+    sim.client("owner", owner(caller("owner"), principals.clone(), config.seed ^ 0x5A5A, until));
+    sim.client("producer", producer(caller("producer"), principals.clone(), config.seed ^ 0x0F0F, config.todos));
+
+    let mut faults = FaultCounts::default();
+    let mut driver = Rng::new(config.seed ^ 0xD21E);
+    let mut offset = Span::zero();
+    let mut crashed: Option<(usize, u64)> = None;
+    let mut partitioned: Option<(String, String, u64)> = None;
+    let mut steps = 0_u64;
+    let identities: Vec<QueueIdentity> = store
+        .ledger()
+        .iter()
+        .filter_map(|e| match e {
+            Event::PolicySet { identity, .. } => Some(identity.clone()),
+            _ => None,
+        })
+        .collect();
+    loop {
+        clock.set(base + Span::from_std(sim.elapsed()).unwrap_or_default() + offset);
+        if config.faults {
+            if let Some((index, back_at)) = crashed
+                && steps >= back_at
+            {
+                sim.bounce(format!("r{index}"));
+                crashed = None;
+            } else if crashed.is_none() && config.replicas > 1 && driver.below(100_000) < 8 {
+                let index = driver.below(config.replicas as u64) as usize;
+                sim.crash(format!("r{index}"));
+                crashed = Some((index, steps + 200 + driver.below(2_000)));
+                faults.crashes += 1;
+            }
+            if let Some((a, b, until_step)) = &partitioned
+                && steps >= *until_step
+            {
+                sim.repair(a.as_str(), b.as_str());
+                partitioned = None;
+            } else if partitioned.is_none() && driver.below(100_000) < 10 {
+                let a = format!("a{}", driver.below(config.agents as u64));
+                let b = format!("r{}", driver.below(config.replicas as u64));
+                sim.partition(a.as_str(), b.as_str());
+                partitioned = Some((a, b, steps + 100 + driver.below(1_500)));
+                faults.partitions += 1;
+            }
+            if driver.below(100_000) < 6 {
+                // Forward only: a database clock does not run backwards. Across an hour
+                // boundary, a day, or to just before the DST fold's second 01:30.
+                offset += match driver.below(3) {
+                    0 => Span::minutes(20),
+                    1 => Span::hours(1),
+                    _ => Span::hours(6),
+                };
+                faults.clock_jumps += 1;
+            }
+            if driver.below(100_000) < 3 && !identities.is_empty() {
+                let identity = driver.pick(&identities).clone();
+                if current_policy_has_window(&store.ledger(), &identity) {
+                    store.inner().corrupt_policy_zone(&identity);
+                    store.record(Event::PolicyCorrupted { identity });
+                    faults.corruptions += 1;
+                }
+            }
+        }
+        steps += 1;
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(error) => {
+                let (trace_lines, _) = trace.take();
+                return finish(config, &store, steps, faults, trace_lines, vec![format!("simulation error: {error}")]);
+            }
+        }
+    }
+    store.arm(FaultRates::NONE);
+    let (trace_lines, cancellations) = trace.take();
+    faults.cancellations = cancellations;
+    let injected = store.injected();
+    faults.db_errors = injected.errors;
+    faults.lost_acks = injected.lost_acks;
+    faults.delays = injected.delays;
+    let mut violations = check::ledger_and_final_state(&store, &principals_identities(&store));
+    violations.extend(store.inner().final_check());
+    finish(config, &store, steps, faults, trace_lines, violations)
+}
+
+fn current_policy_has_window(ledger: &[Event], identity: &QueueIdentity) -> bool {
+    ledger
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::PolicySet { identity: i, policy } if i == identity => Some(policy.window.is_some()),
+            Event::PolicyCleared { identity: i } if i == identity => Some(false),
+            _ => None,
+        })
+        .unwrap_or(false)
+}
+
+/// Every queue identity the run created todos in or set a policy on.
+fn principals_identities<S: SimStore>(store: &Faulty<S>) -> Vec<QueueIdentity> {
+    let mut identities: Vec<QueueIdentity> = store
+        .ledger()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Created { identity, .. } | Event::PolicySet { identity, .. } | Event::Claimed { identity, .. } => {
+                Some(identity.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    identities.sort();
+    identities.dedup();
+    identities
+}
+
+fn finish<S: SimStore>(
+    config: Config,
+    store: &Faulty<S>,
+    steps: u64,
+    faults: FaultCounts,
+    trace: Vec<String>,
+    violations: Vec<String>,
+) -> Outcome {
+    let mut hasher = Sha256::new();
+    for line in &trace {
+        hasher.update(line.as_bytes());
+        hasher.update(b"\n");
+    }
+    let digest = hasher.finalize();
+    let trace_hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let claims = store.ledger().iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
+    let ops = trace.len() as u64;
+    Outcome { seed: config.seed, steps, ops, claims, faults, trace, trace_hash, violations }
+}
