@@ -218,8 +218,10 @@ impl PgStore {
     ) -> Result<QueueAdmission> {
         let mut tx = self.begin().await?;
         let outcome = async {
-            let now = self.clock_after_lock(&mut tx).await?;
+            // The row lock first, then the clock: the audit's `at` then follows every claim that
+            // committed under the previous version.
             let before = locked_policy_json(&mut tx, identity).await?;
+            let now = self.clock_after_lock(&mut tx).await?;
             let window = policy.window.as_ref();
             // The arbiter is the identity's unique constraint: (endpoint_id, queue) or (team_id, queue).
             let arbiter = if identity.endpoint_id().is_some() { "endpoint_id, queue" } else { "team_id, queue" };

@@ -74,13 +74,14 @@ impl PgStore {
             ));
         }
         sqlx::query(
-            "INSERT INTO settings (key, value, updated_at, updated_by_human_id) VALUES ($1, $2, now(), $3) \
+            "INSERT INTO settings (key, value, updated_at, updated_by_human_id) VALUES ($1, $2, coalesce($4::timestamptz, clock_timestamp()), $3) \
              ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at, \
                updated_by_human_id = EXCLUDED.updated_by_human_id",
         )
         .bind(capacity::CAPACITY_SETTING_KEY)
         .bind(Value::from(max_pending))
         .bind(by_human_id)
+        .bind(self.now_param())
         .execute(&self.pool)
         .await
         .map_err(db_error)?;
@@ -219,12 +220,13 @@ impl PgStore {
             }
             let row: TodoRow = sqlx::query_as(composed_sql!(
                 "UPDATE todos t SET title = coalesce($2, t.title), payload = CASE WHEN $4 THEN $3 ELSE t.payload END, \
-                   updated_at = clock_timestamp() WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+                   updated_at = coalesce($5::timestamptz, clock_timestamp()) WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
             ))
             .bind(id)
             .bind(&title)
             .bind(&payload)
             .bind(payload.is_some())
+            .bind(self.now_param())
             .fetch_one(&mut *tx)
             .await
             .map_err(db_error)?;
