@@ -4,7 +4,8 @@
 //! 1. pick the candidate: `FOR UPDATE SKIP LOCKED` for `claim_next` (concurrent claimers get
 //!    different rows), a blocking `FOR UPDATE` for `claim` of a named todo;
 //! 2. look up the queue identity's policy (one indexed lookup; none → the base claim, untouched);
-//! 3. lock the policy row `FOR UPDATE` (blocking; 2 and 3 are one statement);
+//! 3. lock the policy row `FOR UPDATE` (blocking; for `claim_next` 1–3 are one statement whose
+//!    candidate CTE is materialised, so the todo is locked first; for `claim`, 2 and 3 are one);
 //! 4. read `clock_timestamp()` after the lock, then in-flight (not counting the candidate) and the
 //!    current window's usage;
 //! 5. decide with `models::admission::decide`, the function the reference model uses;
@@ -17,8 +18,8 @@
 
 use super::admission::Pending;
 use super::{
-    CLAIM_ORDER_ROWS, CLAIMABLE, PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays, identity_filter,
-    owner_groups, owner_groups_filter,
+    BudgetedHint, CLAIM_ORDER_ROWS, CLAIMABLE, PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays,
+    identity_filter, owner_groups, owner_groups_filter,
 };
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Decision, Headroom, Observation, Policy, Reason};
@@ -62,15 +63,25 @@ impl PgStore {
         if queues.is_empty() {
             return Ok(ClaimNext::Empty { deferred: vec![] });
         }
-        // Queues without a policy: steps 1, 2 and the claim in a single statement.
-        match self.claim_next_unbudgeted(actor, queues, lease_seconds).await? {
-            FastPath::Claimed(todo) => {
-                self.counters.claimed(&todo.identity.queue, false);
-                Ok(ClaimNext::Claimed(Box::new(Claimed { todo: *todo, admission: None })))
+        // Queues without a policy: steps 1, 2 and the claim in a single statement. A queue set
+        // whose oldest candidate was budgeted last time goes straight to the transaction, which
+        // handles an unbudgeted candidate too (the hint only saves a statement).
+        let set = BudgetedHint::fingerprint(queues);
+        if !self.budgeted_hint.contains(set) {
+            match self.claim_next_unbudgeted(actor, queues, lease_seconds).await? {
+                FastPath::Claimed(todo) => {
+                    self.counters.claimed(&todo.identity.queue, false);
+                    return Ok(ClaimNext::Claimed(Box::new(Claimed { todo: *todo, admission: None })));
+                }
+                FastPath::Empty => return Ok(ClaimNext::Empty { deferred: vec![] }),
+                FastPath::Budgeted => self.budgeted_hint.mark(set, true),
             }
-            FastPath::Empty => Ok(ClaimNext::Empty { deferred: vec![] }),
-            FastPath::Budgeted => self.claim_next_budgeted(actor, queues, lease_seconds).await,
         }
+        let answer = self.claim_next_budgeted(actor, queues, lease_seconds).await?;
+        if matches!(&answer, ClaimNext::Claimed(claimed) if claimed.admission.is_none()) {
+            self.budgeted_hint.mark(set, false);
+        }
+        Ok(answer)
     }
 
     /// The transactional path of `claim_next`, once the oldest candidate turned out budgeted.
@@ -88,11 +99,12 @@ impl PgStore {
         for round in 0..2 {
             for _ in 0..=queues.len() {
                 let mut tx = self.begin().await?;
-                let Some(candidate) = or_rollback!(tx, self.pick_candidate(&mut tx, queues, &excluded).await) else {
+                let Some((candidate, policy)) = or_rollback!(tx, self.pick_candidate(&mut tx, queues, &excluded).await)
+                else {
                     finish(tx, Ok(())).await?;
                     break;
                 };
-                match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, lease_seconds).await) {
+                match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, policy, lease_seconds).await) {
                     Admission::Claimed(claimed) => {
                         tx.commit().await.map_err(db_error)?;
                         self.counters
@@ -175,7 +187,8 @@ impl PgStore {
         let candidate = or_rollback!(tx, locked);
 
         // 2–6.
-        match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, lease_seconds).await) {
+        let policy = lock_policy(&mut tx, &candidate.identity).await;
+        match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, policy, lease_seconds).await) {
             Admission::Claimed(claimed) => {
                 tx.commit().await.map_err(db_error)?;
                 self.counters
@@ -190,16 +203,18 @@ impl PgStore {
         }
     }
 
-    /// Steps 2–6 for a candidate this transaction has locked.
+    /// Steps 4–6 for a candidate this transaction has locked, with its policy as steps 2–3 found
+    /// and locked it.
     async fn admit_and_claim(
         &self,
         tx: &mut Transaction<'static, Postgres>,
         actor: &Actor,
         candidate: &Candidate,
+        policy: std::result::Result<Option<LockedPolicy>, sqlx::Error>,
         lease_seconds: i64,
     ) -> Result<Admission> {
         // 2–3. The policy, locked; none → the base claim, taking no admission lock.
-        let locked = match lock_policy(tx, &candidate.identity).await {
+        let locked = match policy {
             Ok(locked) => locked,
             Err(error) => {
                 // REQ-9: a policy that cannot be read refuses this candidate, and only it.
@@ -324,20 +339,44 @@ impl PgStore {
         })
     }
 
-    /// Step 1 of the budgeted path: the oldest claimable todo outside the excluded queues.
+    /// Steps 1–3 of the budgeted path in one statement: the oldest claimable todo outside the
+    /// excluded queues, locked (`SKIP LOCKED`), then its queue's policy looked up by index and
+    /// locked (blocking). The candidate CTE is materialised, so the todo lock is taken before the
+    /// policy lock, and no todo lock is ever waited on.
     async fn pick_candidate(
         &self,
         tx: &mut Transaction<'static, Postgres>,
         queues: &[QueueIdentity],
         excluded: &[QueueIdentity],
-    ) -> Result<Option<Candidate>> {
+    ) -> Result<Option<(Candidate, std::result::Result<Option<LockedPolicy>, sqlx::Error>)>> {
+        type Row = (
+            String,
+            Option<String>,
+            Option<String>,
+            String,
+            Option<String>,
+            Option<i32>,
+            Option<i32>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
         let groups = owner_groups(queues);
         let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
+        let policy_lock = if mutants::active(Mutant::CheckOutsideLock) { "" } else { "FOR UPDATE" };
         let mut query = sqlx::query_as(composed_sql!(
-            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
-             SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
-             WHERE {} AND NOT {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-             ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1",
+            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
+             cand AS MATERIALIZED ( \
+               SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
+               WHERE {} AND NOT {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
+               ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1) \
+             SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, p.id, p.max_in_flight, p.max_claims_per_window, \
+               p.window_period, p.window_tz, p.window_start, p.window_weekday \
+             FROM cand LEFT JOIN LATERAL ( \
+               SELECT p.* FROM admission_policies p \
+               WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
+               {policy_lock}) p ON true",
             owner_groups_filter(&groups, 6),
             identity_filter(2)
         ))
@@ -349,13 +388,24 @@ impl PgStore {
         for (_, owner, names) in &groups {
             query = query.bind(owner.clone()).bind(names.clone());
         }
-        let row: Option<(String, Option<String>, Option<String>, String)> =
-            query.fetch_optional(&mut **tx).await.map_err(db_error)?;
-        Ok(row.map(|(id, endpoint_id, team_id, queue)| Candidate {
-            id,
-            identity: identity_of(endpoint_id, team_id, queue),
-            named: None,
-        }))
+        let row: Option<Row> = query.fetch_optional(&mut **tx).await.map_err(db_error)?;
+        Ok(row.map(
+            |(id, endpoint_id, team_id, queue, policy_id, max_in_flight, max_claims, period, tz, start, weekday)| {
+                let candidate = Candidate { id, identity: identity_of(endpoint_id, team_id, queue), named: None };
+                let policy = policy_id.map(|id| LockedPolicy {
+                    id,
+                    evaluated: Policy::from_stored(
+                        max_in_flight,
+                        max_claims,
+                        period.as_deref(),
+                        tz.as_deref(),
+                        start.as_deref(),
+                        weekday.as_deref(),
+                    ),
+                });
+                (candidate, Ok(policy))
+            },
+        ))
     }
 
     /// Steps 1 and 2 (and the claim, when no policy applies) as one autocommitted statement:

@@ -61,6 +61,44 @@ pub struct PgStore {
     /// Always true in production. Only the benchmark turns it off, to measure the base claim
     /// path without the policy lookup against the same path with it.
     admission_lookup: bool,
+    /// Queue sets whose oldest candidate was budgeted last time: `claim_next` on them skips the
+    /// one-statement path that would only find that out again (a hint for speed only: both paths
+    /// give the same answer).
+    budgeted_hint: Arc<BudgetedHint>,
+}
+
+/// A bounded set of queue-set fingerprints (see `PgStore::budgeted_hint`).
+#[derive(Default)]
+pub(crate) struct BudgetedHint {
+    sets: std::sync::Mutex<std::collections::HashSet<u64>>,
+}
+
+impl BudgetedHint {
+    /// Forgets everything past this many queue sets, so the hint cannot grow without bound.
+    const SETS_MAX: usize = 4096;
+
+    pub(crate) fn fingerprint(queues: &[QueueIdentity]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        queues.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    pub(crate) fn contains(&self, set: u64) -> bool {
+        self.sets.lock().unwrap_or_else(|p| p.into_inner()).contains(&set)
+    }
+
+    pub(crate) fn mark(&self, set: u64, budgeted: bool) {
+        let mut sets = self.sets.lock().unwrap_or_else(|p| p.into_inner());
+        if budgeted {
+            if sets.len() >= Self::SETS_MAX {
+                sets.clear();
+            }
+            sets.insert(set);
+        } else {
+            sets.remove(&set);
+        }
+    }
 }
 
 impl std::fmt::Debug for PgStore {
@@ -100,6 +138,7 @@ impl PgStore {
             counters: Arc::default(),
             reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
+            budgeted_hint: Arc::default(),
             intake_env: models::capacity::CapacityEnv::Unset,
         }
     }
