@@ -1,11 +1,12 @@
 //! The seeded-bug catalog's switchboard: deliberate bugs the engine can be built with, so the
-//! simulation can prove it finds them (`cargo run -p sim --release -- mutants`).
+//! simulation can prove it finds them (`cargo run -p sim --release --features mutants -- mutants`).
 //!
 //! Each bug is a branch at the place the real mistake would be made, taken only while that bug
-//! is switched on. Without the `mutants` feature (every production build: `cargo build -p
-//! server`, the release binary) `active` is a constant `false`, so the branches are dead code
-//! the compiler removes and nothing can switch them on. With the feature, one bug at a time is
-//! switched on process-wide; only the simulation's mutant hunt does that.
+//! is switched on. Only the `sim` crate's non-default `mutants` feature compiles the switches
+//! (`--features mutants`, used by the hunt alone); in every other build, `cargo test
+//! --workspace` and the server's included, `active` is a constant `false`, the branches are dead
+//! code the compiler removes, and nothing can switch them on. With the feature, one bug at a
+//! time is switched on process-wide.
 
 /// One deliberate bug, named after the mistake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

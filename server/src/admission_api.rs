@@ -43,6 +43,14 @@ impl Default for WriteLimiter {
 }
 
 impl WriteLimiter {
+    /// A limiter with another quota: the simulation, whose writes come faster in real time than
+    /// in simulated time, uses a large burst so the real clock this limiter reads never decides.
+    pub fn with_quota(per_second: u32, burst: u32) -> WriteLimiter {
+        let per_second = NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
+        WriteLimiter { limiter: DefaultKeyedRateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)) }
+    }
+
     /// `rate_limited` with `Retry-After` when the human has spent their burst.
     pub fn check(&self, human_id: &str) -> Result<()> {
         match self.limiter.check_key(&human_id.to_string()) {

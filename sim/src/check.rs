@@ -20,8 +20,31 @@ struct Holding {
     lease_expires_at: Option<DateTime<Utc>>,
 }
 
+/// Who may hold what: the other owner's agent (the mirror) only its own queue, the team's agents
+/// only the team's queues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenancy {
+    pub mirror_holder: String,
+    pub mirror_queue: QueueIdentity,
+    pub team_id: String,
+}
+
+impl Tenancy {
+    fn allows(&self, holder: &str, identity: &QueueIdentity) -> bool {
+        if holder == self.mirror_holder {
+            identity == &self.mirror_queue
+        } else {
+            identity.team_id() == Some(self.team_id.as_str())
+        }
+    }
+}
+
 /// Every violation found, as a sentence naming the invariant; empty when all hold.
-pub fn ledger_and_final_state<S: SimStore>(store: &Faulty<S>, identities: &[QueueIdentity]) -> Vec<String> {
+pub fn ledger_and_final_state<S: SimStore>(
+    store: &Faulty<S>,
+    identities: &[QueueIdentity],
+    tenancy: &Tenancy,
+) -> Vec<String> {
     let ledger = store.ledger();
     let mut violations = vec![];
     let mut oracle = Oracle::default();
@@ -76,9 +99,8 @@ pub fn ledger_and_final_state<S: SimStore>(store: &Faulty<S>, identities: &[Queu
                     violations
                         .push(format!("fail-open: {id} claimed at {at} while {identity:?}'s policy was unreadable"));
                 }
-                // 6. Tenancy: fleet agents drain team queues, the mirror drains its own queue.
-                let team_queue = identity.team_id().is_some();
-                if holder.contains("endpoint:") && team_queue == (identity.queue == crate::world::COPY_QUEUE) {
+                // 6. Tenancy: team agents hold team todos, the other owner's agent only its own.
+                if !tenancy.allows(holder, identity) {
                     violations.push(format!("tenancy: {holder} got {id} of {identity:?}"));
                 }
                 match policies.get(identity) {
@@ -141,6 +163,21 @@ pub fn ledger_and_final_state<S: SimStore>(store: &Faulty<S>, identities: &[Queu
                 );
             }
         }
+    }
+    // 2. The claimed and charged counters (what /metrics shows) rise exactly as the claims that
+    // committed and the units they charged.
+    let counted = store.counters().snapshot();
+    let claims = ledger.iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
+    let charged_claims = ledger
+        .iter()
+        .filter(|e| matches!(e, Event::Claimed { admission: Some(headroom), .. } if headroom.used.is_some()))
+        .count() as u64;
+    if counted.claimed.values().sum::<u64>() != claims || counted.charged.values().sum::<u64>() != charged_claims {
+        violations.push(format!(
+            "metrics: claimed counter {} and charged counter {} against {claims} claims committed, {charged_claims} charged",
+            counted.claimed.values().sum::<u64>(),
+            counted.charged.values().sum::<u64>()
+        ));
     }
     final_state(store, identities, &created, &charged, &policies, &mut violations);
     violations

@@ -9,6 +9,7 @@ pub mod bridge;
 pub mod check;
 pub mod faults;
 pub mod model;
+#[cfg(feature = "mutants")]
 pub mod mutants;
 pub mod net;
 pub mod oracle;

@@ -64,11 +64,18 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run { seeds, seed, faults, store, trace, mutant } => {
             if let Some(name) = mutant {
+                #[cfg(not(feature = "mutants"))]
+                {
+                    eprintln!("--mutant {name}: this build has no seeded bugs; run it with `--features mutants`");
+                    return ExitCode::from(2);
+                }
+                #[cfg(feature = "mutants")]
                 let Some(found) = models::mutants::Mutant::ALL.into_iter().find(|m| m.name() == name) else {
                     let names: Vec<&str> = models::mutants::Mutant::ALL.iter().map(|m| m.name()).collect();
                     eprintln!("--mutant: no seeded bug is called {name}; known: {}", names.join(", "));
                     return ExitCode::from(2);
                 };
+                #[cfg(feature = "mutants")]
                 models::mutants::activate(Some(found));
             }
             let started = Instant::now();
@@ -114,6 +121,12 @@ fn main() -> ExitCode {
             println!("{}", totals.summary(elapsed));
             if totals.violations > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
         }
+        #[cfg(feature = "mutants")]
         Command::Mutants { seeds } => sim::mutants::hunt_all(seeds),
+        #[cfg(not(feature = "mutants"))]
+        Command::Mutants { .. } => {
+            eprintln!("this build has no seeded bugs: cargo run -p sim --release --features mutants -- mutants");
+            ExitCode::from(2)
+        }
     }
 }

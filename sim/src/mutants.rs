@@ -12,19 +12,50 @@ use crate::world::Config;
 use models::mutants::{self, Mutant};
 use std::process::ExitCode;
 
+/// Which check found a bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judge {
+    /// A ledger, oracle or SQL invariant on the PostgreSQL run.
+    Invariants,
+    /// The PostgreSQL run's trace differs from the model's (no invariant broke).
+    Differential,
+    /// The real-concurrency stress run's SQL invariants.
+    Stress,
+}
+
 /// How a hunt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hunt {
-    Caught { after_seeds: u64, how: String },
-    Missed { seeds: u64 },
+    Caught {
+        after_seeds: u64,
+        judge: Judge,
+        how: String,
+    },
+    Missed {
+        seeds: u64,
+    },
+    /// Caught, but the same seed without the bug fails too: the catch proves nothing.
+    Unclean {
+        seed: u64,
+        how: String,
+    },
 }
 
-/// One seed of the harness with whatever bug is switched on: the first sign of it, if any.
-pub fn one_seed(seed: u64) -> Option<String> {
-    match runner::differential(Config::quick(seed, true)) {
-        Err(difference) => Some(difference.lines().next().unwrap_or("traces differ").to_string()),
-        Ok(outcome) => outcome.violations.first().cloned(),
+/// One seed of the harness with whatever bug is switched on: the first sign of it, if any, and
+/// which check saw it. The invariants are asked first, then the differential trace.
+pub fn one_seed(seed: u64) -> Option<(Judge, String)> {
+    let config = Config::quick(seed, true);
+    let postgres = runner::on_postgres(config);
+    if let Some(violation) = postgres.violations.first() {
+        return Some((Judge::Invariants, violation.clone()));
     }
+    let model = runner::on_model(config);
+    if let Some(violation) = model.violations.first() {
+        return Some((Judge::Invariants, format!("model: {violation}")));
+    }
+    runner::same_trace(&model, &postgres)
+        .err()
+        .map(|difference| (Judge::Differential, difference.lines().take(3).collect::<Vec<_>>().join(" | ")))
 }
 
 /// The stress run at the scale the hunt uses; its violations, if any.
@@ -43,21 +74,23 @@ pub fn one_stress(seed: u64) -> Vec<String> {
     })
 }
 
-/// Hunts one bug for at most `seeds` seeds (stress runs: at most 3).
+/// Hunts one bug for at most `seeds` seeds (stress runs: at most 3), then checks that the seed
+/// that caught it is clean without the bug.
 pub fn hunt(mutant: Mutant, seeds: u64) -> Hunt {
-    mutants::activate(Some(mutant));
-    let result = if mutant == Mutant::CheckOutsideLock {
-        let tries = seeds.clamp(1, 3);
-        (1..=tries)
-            .find_map(|seed| one_stress(seed).into_iter().next().map(|how| (seed, how)))
-            .ok_or(Hunt::Missed { seeds: tries })
-    } else {
-        (1..=seeds).find_map(|seed| one_seed(seed).map(|how| (seed, how))).ok_or(Hunt::Missed { seeds })
+    let stress = mutant == Mutant::CheckOutsideLock;
+    let tries = if stress { seeds.clamp(1, 3) } else { seeds };
+    let run = |seed: u64| -> Option<(Judge, String)> {
+        if stress { one_stress(seed).into_iter().next().map(|how| (Judge::Stress, how)) } else { one_seed(seed) }
     };
+    mutants::activate(Some(mutant));
+    let caught = (1..=tries).find_map(|seed| run(seed).map(|(judge, how)| (seed, judge, how)));
     mutants::activate(None);
-    match result {
-        Ok((after_seeds, how)) => Hunt::Caught { after_seeds, how },
-        Err(missed) => missed,
+    let Some((seed, judge, how)) = caught else {
+        return Hunt::Missed { seeds: tries };
+    };
+    match run(seed) {
+        None => Hunt::Caught { after_seeds: seed, judge, how },
+        Some((_, problem)) => Hunt::Unclean { seed, how: problem },
     }
 }
 
@@ -65,8 +98,8 @@ pub fn hunt(mutant: Mutant, seeds: u64) -> Hunt {
 pub fn hunt_all(seeds: u64) -> ExitCode {
     mutants::activate(None);
     for seed in 1..=2 {
-        if let Some(problem) = one_seed(seed) {
-            println!("baseline seed {seed} is not clean, so no catch would mean anything: {problem}");
+        if let Some((judge, problem)) = one_seed(seed) {
+            println!("baseline seed {seed} is not clean ({judge:?}), so no catch would mean anything: {problem}");
             return ExitCode::FAILURE;
         }
     }
@@ -75,15 +108,30 @@ pub fn hunt_all(seeds: u64) -> ExitCode {
     for mutant in Mutant::ALL {
         let started = std::time::Instant::now();
         match hunt(mutant, seeds) {
-            Hunt::Caught { after_seeds, how } => {
+            Hunt::Caught { after_seeds, judge, how } => {
                 caught += 1;
-                let unit = if mutant == Mutant::CheckOutsideLock { "stress run" } else { "seed" };
+                let unit = if judge == Judge::Stress { "stress run" } else { "seed" };
                 let plural = if after_seeds == 1 { "" } else { "s" };
                 println!(
-                    "{:<36} caught after {after_seeds} {unit}{plural} ({:.1} s): {}",
+                    "{:<36} caught after {after_seeds} {unit}{plural} by {judge:?} ({:.1} s): {}",
                     mutant.name(),
                     started.elapsed().as_secs_f64(),
-                    truncate(&how, 160)
+                    truncate(&how, 200)
+                );
+                if judge != Judge::Stress {
+                    println!(
+                        "{:<36} replay: cargo run -p sim --release --features mutants -- run --store postgres --seeds 1 \\
+                         --seed {after_seeds} --mutant {}",
+                        "",
+                        mutant.name()
+                    );
+                }
+            }
+            Hunt::Unclean { seed, how } => {
+                println!(
+                    "{:<36} NOT PROVEN: seed {seed} also fails without the bug: {}",
+                    mutant.name(),
+                    truncate(&how, 200)
                 );
             }
             Hunt::Missed { seeds } => println!("{:<36} MISSED after {seeds} seeds", mutant.name()),

@@ -42,14 +42,14 @@ impl Totals {
 
 /// One seed on the in-memory `ModelStore`.
 pub fn on_model(config: Config) -> Outcome {
-    let clock = ManualClock::at(world::epoch());
+    let clock = ManualClock::at(world::epoch_for(config.seed));
     let store = models::model_store::ModelStore::new(std::sync::Arc::new(clock.clone()));
     world::run(store, clock, config)
 }
 
 /// One seed on a fresh PostgreSQL database through the bridge.
 pub fn on_postgres(config: Config) -> Outcome {
-    let clock = ManualClock::at(world::epoch());
+    let clock = ManualClock::at(world::epoch_for(config.seed));
     let (store, database) = crate::postgres::fresh(&clock);
     let outcome = world::run(store, clock, config);
     crate::postgres::drop(&database);
@@ -57,14 +57,20 @@ pub fn on_postgres(config: Config) -> Outcome {
 }
 
 /// One seed on both; the traces must be equal line for line. Returns the Postgres outcome (its
-/// violations include the SQL checks) or the first difference.
+/// violations include the SQL checks, and the model's are added) or the first difference.
 pub fn differential(config: Config) -> Result<Outcome, String> {
     let model = on_model(config);
     let postgres = on_postgres(config);
+    same_trace(&model, &postgres)?;
+    let mut outcome = postgres;
+    outcome.violations.extend(model.violations.into_iter().map(|v| format!("model: {v}")));
+    Ok(outcome)
+}
+
+/// `Ok` when the two runs of one seed saw the same trace; else the first line that differs.
+pub fn same_trace(model: &Outcome, postgres: &Outcome) -> Result<(), String> {
     if model.trace_hash == postgres.trace_hash {
-        let mut outcome = postgres;
-        outcome.violations.extend(model.violations.into_iter().map(|v| format!("model: {v}")));
-        return Ok(outcome);
+        return Ok(());
     }
     let line = model
         .trace
@@ -74,7 +80,7 @@ pub fn differential(config: Config) -> Result<Outcome, String> {
         .unwrap_or(model.trace.len().min(postgres.trace.len()));
     Err(format!(
         "seed {}: the traces differ (model {} vs postgres {}) first at line {line}:\n  model:    {}\n  postgres: {}",
-        config.seed,
+        model.seed,
         model.trace_hash,
         postgres.trace_hash,
         model.trace.get(line).map_or("<end>", String::as_str),

@@ -22,8 +22,10 @@ use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Where simulated time starts: ten minutes before Los Angeles falls back (09:00Z).
-pub const EPOCH: &str = "2026-11-01T08:50:00Z";
+/// Where simulated time starts, by seed parity: ten minutes before Los Angeles falls back (odd
+/// seeds; 01:30 happens twice) or springs forward (even seeds; 02:30 does not happen).
+pub const EPOCH_FALL_BACK: &str = "2026-11-01T08:50:00Z";
+pub const EPOCH_SPRING_FORWARD: &str = "2027-03-14T09:50:00Z";
 /// The team's queues: a window budget, an in-flight cap, both, and none.
 pub const QUEUES: [&str; 4] = ["metered", "capped", "both", "free"];
 /// The second owner's queue that the webhook also fans out to.
@@ -31,9 +33,8 @@ pub const COPY_QUEUE: &str = "copy";
 const LEASE_SECONDS: i64 = 20;
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 const WEBHOOK_SECRET: &str = "whsec_c2ltdWxhdGlvbi1zZWNyZXQtMDEyMzQ1Njc4OQ==";
-/// The owner writes at most this many policies per run: the production write limiter runs on
-/// the host's real clock (burst 10), and staying under its burst keeps runs reproducible.
-const OWNER_WRITES_MAX: usize = 8;
+/// The owner writes at most this many policies per run.
+const OWNER_WRITES_MAX: usize = 10;
 
 /// What the simulation needs from a store beyond `Store`: set-up of principals (no `Store`
 /// method creates humans or teams), damaging a policy row, and the store's own final checks.
@@ -79,6 +80,17 @@ pub struct FaultCounts {
 }
 
 impl FaultCounts {
+    pub fn add(&mut self, other: &FaultCounts) {
+        self.crashes += other.crashes;
+        self.partitions += other.partitions;
+        self.clock_jumps += other.clock_jumps;
+        self.corruptions += other.corruptions;
+        self.db_errors += other.db_errors;
+        self.lost_acks += other.lost_acks;
+        self.delays += other.delays;
+        self.cancellations += other.cancellations;
+    }
+
     pub fn total(&self) -> u64 {
         self.crashes
             + self.partitions
@@ -90,8 +102,61 @@ impl FaultCounts {
     }
 }
 
+/// What a run exercised, so tests can require that budgets bound, leases lapsed and faults hit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Claims refused, by reason, as the agents were told (deferred lists and errors).
+    pub refusals: std::collections::BTreeMap<String, u64>,
+    /// Claims of a todo another holder had claimed before (after its lease lapsed).
+    pub takeovers: u64,
+    pub owner_writes_ok: u64,
+    pub redeliveries_deduped: u64,
+    pub foreign_probes: u64,
+}
+
+impl Coverage {
+    pub fn add(&mut self, other: &Coverage) {
+        for (reason, count) in &other.refusals {
+            *self.refusals.entry(reason.clone()).or_default() += count;
+        }
+        self.takeovers += other.takeovers;
+        self.owner_writes_ok += other.owner_writes_ok;
+        self.redeliveries_deduped += other.redeliveries_deduped;
+        self.foreign_probes += other.foreign_probes;
+    }
+
+    fn measure(trace: &[String], ledger: &[Event]) -> Coverage {
+        let mut coverage = Coverage::default();
+        for line in trace {
+            for reason in ["window_exhausted", "in_flight_full", "admission_unavailable", "paused"] {
+                let hits = line.matches(&format!("\"{reason}\"")).count() as u64;
+                if hits > 0 && (line.contains("claim_next ->") || line.contains("claim ->")) {
+                    *coverage.refusals.entry(reason.to_string()).or_default() += hits;
+                }
+            }
+            coverage.owner_writes_ok += u64::from(line.contains(" owner PUT ") && line.contains("-> http 200"));
+            coverage.redeliveries_deduped += u64::from(line.contains("deliver ") && line.contains("deduped=true"));
+            coverage.foreign_probes += u64::from(line.contains("claim of another owner's todo"));
+        }
+        let mut held: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        for event in ledger {
+            match event {
+                Event::Claimed { id, .. } => {
+                    coverage.takeovers += u64::from(!held.insert(id.as_str()));
+                }
+                Event::Ended { id, .. } => {
+                    held.remove(id.as_str());
+                }
+                _ => {}
+            }
+        }
+        coverage
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    pub coverage: Coverage,
     pub seed: u64,
     pub steps: u64,
     /// Requests the clients made.
@@ -127,9 +192,25 @@ impl Trace {
     }
 }
 
+/// Ids of the team's todos as the producer learned them, for the other owner's probes.
+#[derive(Clone, Default)]
+struct FleetIds(Arc<Mutex<Vec<String>>>);
+
+impl FleetIds {
+    fn push(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(id.to_string());
+    }
+
+    fn last(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).last().cloned()
+    }
+}
+
 /// Tokens and names the clients use (fixed per seed, so both stores see the same requests).
 #[derive(Clone)]
 struct Principals {
+    /// Who may hold what (design invariant 6): the mirror's claims are its own queue's only.
+    pub tenancy: check::Tenancy,
     owner_token: String,
     team_slug: String,
     agents: Vec<(String, String)>,
@@ -137,8 +218,14 @@ struct Principals {
     webhook_id: String,
 }
 
-pub fn epoch() -> DateTime<Utc> {
-    EPOCH.parse().unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+pub fn epoch_for(seed: u64) -> DateTime<Utc> {
+    let at = if seed % 2 == 1 { EPOCH_FALL_BACK } else { EPOCH_SPRING_FORWARD };
+    at.parse().unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+}
+
+/// The index of the metered queue's first policy: the day that starts at the DST edge.
+fn first_metered_policy(seed: u64) -> usize {
+    if seed % 2 == 1 { 0 } else { 4 }
 }
 
 fn token(prefix: &str, name: &str, seed: u64) -> String {
@@ -158,6 +245,8 @@ fn policy_choices(queue: &str) -> Vec<Value> {
             json!({"max_in_flight": null, "max_claims_per_window": 3, "window": window("hour", "UTC", "00:15")}),
             json!({"max_in_flight": null, "max_claims_per_window": 10, "window": window("day", "America/Los_Angeles", "01:30")}),
             json!({"max_in_flight": null, "max_claims_per_window": 0, "window": window("hour", "Asia/Kolkata", "00:00")}),
+            // Starts inside the spring-forward gap on 2027-03-14 (the window opens at 03:00 PDT).
+            json!({"max_in_flight": null, "max_claims_per_window": 6, "window": window("day", "America/Los_Angeles", "02:30")}),
         ],
         "capped" => vec![
             json!({"max_in_flight": 1, "max_claims_per_window": null, "window": null}),
@@ -165,7 +254,8 @@ fn policy_choices(queue: &str) -> Vec<Value> {
         ],
         _ => vec![
             json!({"max_in_flight": 2, "max_claims_per_window": 5, "window": window("hour", "Asia/Kolkata", "00:00")}),
-            json!({"max_in_flight": 1, "max_claims_per_window": 8, "window": window("week", "Europe/Berlin", "09:00")}),
+            json!({"max_in_flight": 1, "max_claims_per_window": 8,
+                "window": {"period": "week", "tz": "Europe/Berlin", "start": "09:00", "weekday": "Mon"}}),
             json!({"max_in_flight": 3, "max_claims_per_window": 4, "window": window("hour", "UTC", "00:15")}),
         ],
     }
@@ -215,12 +305,19 @@ fn set_up<S: SimStore>(store: &Faulty<S>, seed: u64) -> Principals {
         .unwrap_or_else(|e| panic!("set-up: webhook: {e}"));
     let actor = PolicyActor { human_id: Some(owner_id), endpoint_id: None };
     for queue in ["metered", "capped", "both"] {
-        let policy = Policy::from_request(&policy_choices(queue)[0]).unwrap_or_else(|e| panic!("set-up policy: {e}"));
+        let first = if queue == "metered" { first_metered_policy(seed) } else { 0 };
+        let policy =
+            Policy::from_request(&policy_choices(queue)[first]).unwrap_or_else(|e| panic!("set-up policy: {e}"));
         // Through the wrapper, so the ledger knows the policy in force from the start.
         futures::executor::block_on(store.set_policy(&QueueIdentity::team(team_id.clone(), queue), &policy, &actor))
             .unwrap_or_else(|e| panic!("set-up: policy {queue}: {e}"));
     }
-    Principals { owner_token, team_slug, agents, mirror: (mirror.slug, mirror_key), webhook_id }
+    let tenancy = check::Tenancy {
+        mirror_holder: format!("endpoint:{}", mirror.id),
+        mirror_queue: QueueIdentity::endpoint(mirror.id.clone(), COPY_QUEUE),
+        team_id: team_id.clone(),
+    };
+    Principals { tenancy, owner_token, team_slug, agents, mirror: (mirror.slug, mirror_key), webhook_id }
 }
 
 /// A client's view of the replicas: one request, retried on another replica after a network
@@ -230,6 +327,9 @@ struct Caller {
     name: String,
     replicas: usize,
     trace: Trace,
+    /// Re-send after a 5xx too, as a webhook provider does (safe: creates carry idempotency
+    /// keys, deliveries their ids). A lost acknowledgement is a 503 after the commit.
+    retry_server_errors: bool,
 }
 
 impl Caller {
@@ -255,6 +355,13 @@ impl Caller {
                     }
                     self.trace
                         .log(&self.name, format!("{method} {} via {replica}: network: {problem}", printable(path)));
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Reply::Http(status, _) if self.retry_server_errors && *status >= 500 => {
+                    self.trace.log(
+                        &self.name,
+                        format!("{method} {} via {replica}: http {status}, retrying", printable(path)),
+                    );
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Reply::Http(..) => return reply,
@@ -347,10 +454,27 @@ fn summarize(reply: &Reply) -> String {
 
 /// An agent: claim_next, work, then complete / fail / release / abandon; sometimes a named
 /// claim of a listed todo, a heartbeat, an admission_status read, or an impatient cancel.
-async fn agent(caller: Caller, slug: String, key: String, seed: u64, until: Duration) -> turmoil::Result {
+async fn agent(
+    caller: Caller,
+    slug: String,
+    key: String,
+    seed: u64,
+    until: Duration,
+    foreign: Option<FleetIds>,
+) -> turmoil::Result {
     let mut rng = Rng::new(seed);
     let patient = Duration::from_secs(3);
     while turmoil::sim_elapsed().unwrap_or_default() < until {
+        // Another owner's agent tries a fleet todo by id: it must not exist for it (invariant 6).
+        if let Some(ids) = &foreign
+            && rng.chance(100)
+            && let Some(id) = ids.last()
+        {
+            let reply = caller
+                .tool(&mut rng, &slug, &key, "claim", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), patient)
+                .await;
+            caller.trace.log(&caller.name, format!("claim of another owner's todo -> {}", summarize_claim(&reply)));
+        }
         let choice = rng.below(100);
         let claimed = if choice < 8 {
             // A named claim of the first pending todo the listing shows.
@@ -480,7 +604,13 @@ async fn owner(caller: Caller, principals: Principals, seed: u64, until: Duratio
 
 /// The producer: todos over the operator API (idempotency key = title, so retries dedup) and
 /// signed webhook deliveries fanned out to two owners, some delivered twice.
-async fn producer(caller: Caller, principals: Principals, seed: u64, todos: usize) -> turmoil::Result {
+async fn producer(
+    caller: Caller,
+    principals: Principals,
+    seed: u64,
+    todos: usize,
+    fleet_ids: FleetIds,
+) -> turmoil::Result {
     let mut rng = Rng::new(seed);
     let mut redeliver: Vec<(String, String)> = vec![];
     for index in 0..todos {
@@ -508,6 +638,11 @@ async fn producer(caller: Caller, principals: Principals, seed: u64, todos: usiz
                     Duration::from_secs(3),
                 )
                 .await;
+            if let Reply::Http(201, body) = &reply
+                && let Some(id) = body["todo"]["id"].as_str()
+            {
+                fleet_ids.push(id);
+            }
             let summary = match &reply {
                 Reply::Http(status, body) => {
                     format!("http {status} deduped={} {}", body["deduped"], body["todo"]["title"])
@@ -585,12 +720,16 @@ async fn replica<S: SimStore>(name: String, store: Faulty<S>, trace: Trace) -> t
             }
         }
     });
-    net::serve(server::app::router(server::app::AppState::new(store))).await
+    let mut state = server::app::AppState::new(store);
+    // The write limiter reads the host's real clock, which a simulation must never depend on;
+    // its own tests cover it. The owner stays far below this burst.
+    state.admission_writes = Arc::new(server::admission_api::WriteLimiter::with_quota(1, 10_000));
+    net::serve(server::app::router(state)).await
 }
 
 /// Runs one seed on `store` (fresh: nothing created yet) whose clock is `clock`.
 pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome {
-    let base = epoch();
+    let base = epoch_for(config.seed);
     clock.set(base);
     let store = Faulty::new(store, Arc::new(clock.clone()), config.seed);
     let principals = set_up(&store, config.seed);
@@ -611,16 +750,25 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
         let (name, store, trace) = (format!("r{index}"), store.clone(), trace.clone());
         sim.host(name.clone(), move || replica(name.clone(), store.clone(), trace.clone()));
     }
-    let caller = |name: &str| Caller { name: name.to_string(), replicas: config.replicas, trace: trace.clone() };
+    let caller = |name: &str| Caller {
+        name: name.to_string(),
+        replicas: config.replicas,
+        trace: trace.clone(),
+        retry_server_errors: name == "producer",
+    };
+    let fleet_ids = FleetIds::default();
     for index in 0..config.agents {
         let (slug, key) = principals.agents[index % principals.agents.len()].clone();
         let seed = config.seed.wrapping_mul(31).wrapping_add(index as u64 + 1);
-        sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), slug, key, seed, until));
+        sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), slug, key, seed, until, None));
     }
     let (slug, key) = principals.mirror.clone();
-    sim.client("m0", agent(caller("m0"), slug, key, config.seed ^ 0xA5A5, until));
+    sim.client("m0", agent(caller("m0"), slug, key, config.seed ^ 0xA5A5, until, Some(fleet_ids.clone())));
     sim.client("owner", owner(caller("owner"), principals.clone(), config.seed ^ 0x5A5A, until));
-    sim.client("producer", producer(caller("producer"), principals.clone(), config.seed ^ 0x0F0F, config.todos));
+    sim.client(
+        "producer",
+        producer(caller("producer"), principals.clone(), config.seed ^ 0x0F0F, config.todos, fleet_ids),
+    );
 
     let mut faults = FaultCounts::default();
     let mut driver = Rng::new(config.seed ^ 0xD21E);
@@ -656,7 +804,11 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
                 sim.repair(a.as_str(), b.as_str());
                 partitioned = None;
             } else if partitioned.is_none() && driver.below(100_000) < 10 {
-                let a = format!("a{}", driver.below(config.agents as u64));
+                let clients: Vec<String> = (0..config.agents)
+                    .map(|i| format!("a{i}"))
+                    .chain(["m0", "owner", "producer"].map(String::from))
+                    .collect();
+                let a = driver.pick(&clients).clone();
                 let b = format!("r{}", driver.below(config.replicas as u64));
                 sim.partition(a.as_str(), b.as_str());
                 partitioned = Some((a, b, steps + 100 + driver.below(1_500)));
@@ -698,7 +850,13 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     faults.db_errors = injected.errors;
     faults.lost_acks = injected.lost_acks;
     faults.delays = injected.delays;
-    let mut violations = check::ledger_and_final_state(&store, &principals_identities(&store));
+    let mut violations = check::ledger_and_final_state(&store, &principals_identities(&store), &principals.tenancy);
+    violations.extend(
+        trace_lines
+            .iter()
+            .filter(|line| line.contains(" owner PUT ") && line.contains("-> http 4"))
+            .map(|line| format!("the owner's valid policy was refused: {line}")),
+    );
     violations.extend(store.inner().final_check());
     finish(config, &store, steps, faults, trace_lines, violations)
 }
@@ -749,5 +907,6 @@ fn finish<S: SimStore>(
     let trace_hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let claims = store.ledger().iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
     let ops = trace.len() as u64;
-    Outcome { seed: config.seed, steps, ops, claims, faults, trace, trace_hash, violations }
+    let coverage = Coverage::measure(&trace, &store.ledger());
+    Outcome { coverage, seed: config.seed, steps, ops, claims, faults, trace, trace_hash, violations }
 }

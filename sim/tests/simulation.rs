@@ -16,7 +16,8 @@ fn seeds_per_test() -> u64 {
 /// failing seed and the command that replays it.
 fn model_seeds_keep_every_invariant(first: u64) {
     let mut claims = 0;
-    let mut faults = 0;
+    let mut faults = sim::world::FaultCounts::default();
+    let mut coverage = sim::world::Coverage::default();
     for seed in first..first + seeds_per_test() {
         let outcome = runner::on_model(Config::quick(seed, true));
         assert!(
@@ -25,11 +26,30 @@ fn model_seeds_keep_every_invariant(first: u64) {
             outcome.violations.join("\n")
         );
         claims += outcome.claims;
-        faults += outcome.faults.total();
+        faults.add(&outcome.faults);
+        coverage.add(&outcome.coverage);
     }
-    // The runs did something: claims committed and faults were injected.
+    // The runs did what they are for: claims committed, every kind of refusal and fault happened,
+    // leases lapsed into takeovers, the owner's edits landed, redeliveries deduped, the other
+    // owner probed the team's todos.
+    println!("claims {claims}, faults {faults:?}, coverage {coverage:?}");
     assert!(claims > 20 * seeds_per_test(), "only {claims} claims");
-    assert!(faults > 10 * seeds_per_test(), "only {faults} faults");
+    for reason in ["window_exhausted", "in_flight_full", "admission_unavailable", "paused"] {
+        assert!(coverage.refusals.get(reason).copied().unwrap_or(0) > 0, "no {reason} refusal: {coverage:?}");
+    }
+    assert!(coverage.takeovers > 0 && coverage.owner_writes_ok > 0, "{coverage:?}");
+    assert!(coverage.redeliveries_deduped > 0 && coverage.foreign_probes > 0, "{coverage:?}");
+    for (kind, count) in [
+        ("crashes", faults.crashes),
+        ("partitions", faults.partitions),
+        ("clock jumps", faults.clock_jumps),
+        ("damaged policy rows", faults.corruptions),
+        ("database errors", faults.db_errors),
+        ("lost acknowledgements", faults.lost_acks),
+        ("cancellations", faults.cancellations),
+    ] {
+        assert!(count > 0, "no {kind} in {} seeds: {faults:?}", seeds_per_test());
+    }
 }
 
 #[test]
