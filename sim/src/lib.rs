@@ -17,4 +17,5 @@ pub mod postgres;
 pub mod runner;
 pub mod sql_invariants;
 pub mod stress;
+pub mod workload;
 pub mod world;

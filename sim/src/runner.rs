@@ -1,4 +1,5 @@
-//! Running seeds on either store and comparing them: what the CLI and the tests share.
+//! Running seeds on either store and comparing them. Exists so the CLI, the tests and the
+//! mutant hunt run a seed in exactly one way (same clock, same fresh database, same comparison).
 
 use crate::world::{self, Config, Outcome};
 use models::store::ManualClock;
