@@ -327,3 +327,23 @@ async fn fifty_concurrent_claimers_through_two_engines_claim_each_todo_once() {
     assert_eq!((claimed_rows, attempts), (50, 50));
     assert!(matches!(world.store.claim_next(&agent, &queues, 60).await, Ok(ClaimNext::Empty { .. })));
 }
+
+#[tokio::test]
+async fn retry_now_of_a_dead_letter_whose_key_a_newer_todo_holds_is_a_conflict() {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let agent = world.agent(&alice, &["inbox"]).await;
+    let inbox = queue_of(&agent, "inbox");
+    let mut once = new_todo(&inbox, "t", Some("k1"));
+    once.max_attempts = 1;
+    let dead = world.store.create_todo(once).await.expect("create").todo;
+    world.store.claim(&agent, &dead.id, 60).await.expect("claim");
+    world.store.fail(&agent, &dead.id, None).await.expect("fail: dead letter at its only attempt");
+    // The dead letter freed its key; new work takes it.
+    let newer = world.store.create_todo(new_todo(&inbox, "t", Some("k1"))).await.expect("create");
+    assert!(!newer.deduped);
+    let owner = world.owner("alice").await;
+    let refused = world.store.retry_now(&owner, &dead.id).await.expect_err("the key is taken");
+    assert_eq!(refused.code, Code::Conflict, "{refused}");
+    assert_eq!(world.store.get_todo(&owner, &dead.id).await.expect("still there").state, TodoState::Failed);
+}

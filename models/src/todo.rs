@@ -213,3 +213,9 @@ mod tests {
         assert_eq!(lease_seconds(Some(0)).map_err(|e| e.extras["field"].clone()), Err("lease_ttl_seconds".into()));
     }
 }
+
+/// Why "Retry now" refuses a dead letter whose idempotency key a newer live todo holds: the old
+/// todo cannot come back to life under a key that now names other work (`conflict`).
+pub fn retry_slot_taken() -> crate::error::Error {
+    crate::error::Error::conflict_state("a newer live todo holds this todo's idempotency key", "failed")
+}

@@ -163,7 +163,12 @@ impl PgStore {
             .bind(now)
             .fetch_one(&mut *tx)
             .await
-            .map_err(db_error)?;
+            .map_err(|error| match error.as_database_error() {
+                // A dead letter's key is free for new work; if a newer live todo holds it, the
+                // old one cannot come back to life under the same key.
+                Some(database) if database.is_unique_violation() => models::todo::retry_slot_taken(),
+                _ => db_error(error),
+            })?;
             row.into_todo()
         }
         .await;

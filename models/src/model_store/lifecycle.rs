@@ -5,7 +5,7 @@
 //! in scope gets `conflict` with the todo's state. None of these refunds a charge (SPEC-0030
 //! REQ-3), and none changes a deferred todo's attempt because of admission (REQ-6).
 
-use super::{ModelStore, State, database_error};
+use super::{ModelStore, State};
 use crate::error::{Error, Result};
 use crate::scope::Actor;
 use crate::store::SweepReport;
@@ -104,7 +104,7 @@ impl ModelStore {
                     && holds_dedup_slot(other)
             });
         if slot_taken {
-            return Err(database_error());
+            return Err(crate::todo::retry_slot_taken());
         }
         let todo = state.todo_mut(id)?;
         todo.state = TodoState::Pending;

@@ -220,7 +220,7 @@ fn retry_now_of_a_dead_letter_whose_key_was_reused_is_refused() {
     let reused = world.push("inbox", "second", Some("k"));
     assert!(!reused.deduped);
     let collided = run(world.store.retry_now(&world.agent, &dead.id)).expect_err("slot taken");
-    assert_eq!(collided.code, Code::Internal);
+    assert_eq!(collided.code, Code::Conflict);
     let deduped = world.push("inbox", "third", Some("k"));
     assert_eq!((deduped.deduped, deduped.todo.id), (true, reused.todo.id));
 }
