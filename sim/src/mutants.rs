@@ -120,8 +120,8 @@ pub fn hunt_all(seeds: u64) -> ExitCode {
                 );
                 if judge != Judge::Stress {
                     println!(
-                        "{:<36} replay: cargo run -p sim --release --features mutants -- run --store postgres --seeds 1 \\
-                         --seed {after_seeds} --mutant {}",
+                        "{:<36} replay: cargo run -p sim --release --features mutants -- run --store postgres \
+                         --seeds 1 --seed {after_seeds} --mutant {}",
                         "",
                         mutant.name()
                     );
