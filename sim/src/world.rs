@@ -306,7 +306,8 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     let until = Duration::from_secs(config.duration_s);
     let mut sim = turmoil::Builder::new()
         .simulation_duration(until + Duration::from_secs(900))
-        .tick_duration(Duration::from_millis(5))
+        // 10 ms steps: message latency is quantised to it; the fault chances below are per step.
+        .tick_duration(Duration::from_millis(10))
         .min_message_latency(Duration::from_millis(1))
         .max_message_latency(Duration::from_millis(25))
         .epoch(std::time::UNIX_EPOCH + Duration::from_secs(base.timestamp().max(0) as u64))
@@ -358,10 +359,10 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
             {
                 sim.bounce(format!("r{index}"));
                 crashed = None;
-            } else if crashed.is_none() && config.replicas > 1 && driver.below(100_000) < 8 {
+            } else if crashed.is_none() && config.replicas > 1 && driver.below(100_000) < 16 {
                 let index = driver.below(config.replicas as u64) as usize;
                 sim.crash(format!("r{index}"));
-                crashed = Some((index, steps + 200 + driver.below(2_000)));
+                crashed = Some((index, steps + 100 + driver.below(1_000)));
                 faults.crashes += 1;
             }
             if let Some((a, b, until_step)) = &partitioned
@@ -369,7 +370,7 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
             {
                 sim.repair(a.as_str(), b.as_str());
                 partitioned = None;
-            } else if partitioned.is_none() && driver.below(100_000) < 10 {
+            } else if partitioned.is_none() && driver.below(100_000) < 20 {
                 let clients: Vec<String> = (0..config.agents)
                     .map(|i| format!("a{i}"))
                     .chain(["m0", "owner", "producer"].map(String::from))
@@ -377,10 +378,10 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
                 let a = driver.pick(&clients).clone();
                 let b = format!("r{}", driver.below(config.replicas as u64));
                 sim.partition(a.as_str(), b.as_str());
-                partitioned = Some((a, b, steps + 100 + driver.below(1_500)));
+                partitioned = Some((a, b, steps + 50 + driver.below(750)));
                 faults.partitions += 1;
             }
-            if driver.below(100_000) < 6 {
+            if driver.below(100_000) < 12 {
                 // Forward only: a database clock does not run backwards. Across an hour
                 // boundary, a day, or to just before the DST fold's second 01:30.
                 offset += match driver.below(3) {
@@ -390,7 +391,7 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
                 };
                 faults.clock_jumps += 1;
             }
-            if driver.below(100_000) < 3 && !identities.is_empty() {
+            if driver.below(100_000) < 6 && !identities.is_empty() {
                 let identity = driver.pick(&identities).clone();
                 if current_policy_has_window(&store.ledger(), &identity) {
                     store.inner().corrupt_policy_zone(&identity);
