@@ -83,6 +83,8 @@ pub(crate) struct Caller {
     /// Re-send after a 5xx too, as a webhook provider does (safe: creates carry idempotency
     /// keys, deliveries their ids). A lost acknowledgement is a 503 after the commit.
     pub(crate) retry_server_errors: bool,
+    /// Gives up on some claims almost at once (the client-cancellation fault).
+    pub(crate) cancels: bool,
 }
 
 impl Caller {
@@ -255,7 +257,7 @@ pub(crate) async fn agent(
             continue;
         } else {
             // One claim in twenty gives up almost at once: the client cancels mid-claim.
-            let timeout = if rng.chance(50) { Duration::from_millis(15) } else { patient };
+            let timeout = if caller.cancels && rng.chance(50) { Duration::from_millis(15) } else { patient };
             let reply = caller
                 .tool(&mut rng, &slug, &key, "claim_next", json!({"lease_ttl_seconds": LEASE_SECONDS}), timeout)
                 .await;

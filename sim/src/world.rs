@@ -322,6 +322,7 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
         replicas: config.replicas,
         trace: trace.clone(),
         retry_server_errors: name == "producer",
+        cancels: config.faults,
     };
     let fleet_ids = FleetIds::default();
     for index in 0..config.agents {
