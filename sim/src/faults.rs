@@ -122,6 +122,8 @@ pub enum Event {
 /// What the wrapper injected, for the run's summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Injected {
+    /// Requests or answers lost on a cut replica–database link.
+    pub link_losses: u64,
     pub errors: u64,
     pub lost_acks: u64,
     pub delays: u64,
@@ -132,6 +134,8 @@ struct State {
     rates: FaultRates,
     injected: Injected,
     ledger: Vec<Event>,
+    /// Replicas whose link to the database is cut (a partition between them and the database).
+    cut_links: std::collections::BTreeSet<usize>,
 }
 
 /// `S` with faults and a ledger. Cheap to clone; clones share everything.
@@ -140,6 +144,8 @@ pub struct Faulty<S: Store> {
     inner: S,
     clock: Arc<dyn Clock>,
     state: Arc<Mutex<State>>,
+    /// The replica whose database connection this handle is (None: set-up and checks).
+    link: Option<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -153,9 +159,34 @@ enum Kind {
 impl<S: Store> Faulty<S> {
     /// Starts with no faults: set-up runs clean; `arm` turns them on.
     pub fn new(inner: S, clock: Arc<dyn Clock>, seed: u64) -> Faulty<S> {
-        let state =
-            State { rng: Rng::new(seed), rates: FaultRates::NONE, injected: Injected::default(), ledger: vec![] };
-        Faulty { inner, clock, state: Arc::new(Mutex::new(state)) }
+        let state = State {
+            rng: Rng::new(seed),
+            rates: FaultRates::NONE,
+            injected: Injected::default(),
+            ledger: vec![],
+            cut_links: Default::default(),
+        };
+        Faulty { inner, clock, state: Arc::new(Mutex::new(state)), link: None }
+    }
+
+    /// This store as replica `replica` reaches it: over a link the simulation can cut.
+    pub fn via(&self, replica: usize) -> Faulty<S> {
+        Faulty { link: Some(replica), ..self.clone() }
+    }
+
+    /// Cuts (or repairs) replica `replica`'s link to the database: while cut, its requests are
+    /// lost on the way, and an answer on the way back is lost after the commit.
+    pub fn cut_link(&self, replica: usize, cut: bool) {
+        let mut state = self.lock();
+        if cut {
+            state.cut_links.insert(replica);
+        } else {
+            state.cut_links.remove(&replica);
+        }
+    }
+
+    fn link_cut(&self) -> bool {
+        self.link.is_some_and(|replica| self.lock().cut_links.contains(&replica))
     }
 
     pub fn inner(&self) -> &S {
@@ -200,8 +231,13 @@ impl<S: Store> Faulty<S> {
             }
             (delay, fail, lose)
         };
+        // Half the latency on the way there, half on the way back; a cut link loses the message.
         if delay_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            tokio::time::sleep(Duration::from_millis(delay_ms.div_ceil(2))).await;
+        }
+        if self.link_cut() {
+            self.lock().injected.link_losses += 1;
+            return Err(Error::unavailable("the database is unavailable (link cut)"));
         }
         if fail_before {
             self.lock().injected.errors += 1;
@@ -210,6 +246,13 @@ impl<S: Store> Faulty<S> {
         let answer = call.await;
         if let Ok(value) = &answer {
             note(value, &mut self.lock().ledger);
+        }
+        if delay_ms > 1 {
+            tokio::time::sleep(Duration::from_millis(delay_ms / 2)).await;
+        }
+        if self.link_cut() {
+            self.lock().injected.link_losses += 1;
+            return Err(Error::unavailable("the database connection was lost (link cut, after the call)"));
         }
         if lose_ack {
             self.lock().injected.lost_acks += 1;

@@ -1,9 +1,14 @@
 //! One simulated run: the production router on N turmoil replicas over one shared store, agents
 //! draining a team's queues over MCP, a second owner's agent on a webhook copy, an owner changing
 //! policies over the operator API, a producer pushing todos and signed webhook deliveries (with
-//! redeliveries), and the faults: replica crash and restart, partitions, lost replies, client
-//! cancellation, database errors and lost acknowledgements, clock jumps across window boundaries
-//! and a DST fold, and damaged policy rows.
+//! redeliveries), and the faults: replica crash and restart, partitions between clients and
+//! replicas and between a replica and the database, lost replies, client cancellation, database
+//! errors and lost acknowledgements, clock jumps across window boundaries, a DST fold or gap at
+//! the start, and damaged policy rows.
+//!
+//! The database is one shared store reached by each replica over its own link (`Faulty::via`),
+//! not a turmoil host: the store's calls are whole transactions that take no simulated time, so
+//! the link, not the network, carries the database faults (latency, loss, cuts).
 //!
 //! Determinism: every choice comes from the seed (turmoil's generator for the network, `Rng` for
 //! the workload and faults), time from turmoil's clock (`ManualClock` follows it), and the
@@ -67,6 +72,10 @@ impl Config {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
     pub crashes: u64,
+    /// A replica cut off from the database for a while.
+    pub database_partitions: u64,
+    /// Requests and answers lost on those cut links.
+    pub link_losses: u64,
     pub partitions: u64,
     pub clock_jumps: u64,
     pub corruptions: u64,
@@ -79,6 +88,8 @@ pub struct FaultCounts {
 impl FaultCounts {
     pub fn add(&mut self, other: &FaultCounts) {
         self.crashes += other.crashes;
+        self.database_partitions += other.database_partitions;
+        self.link_losses += other.link_losses;
         self.partitions += other.partitions;
         self.clock_jumps += other.clock_jumps;
         self.corruptions += other.corruptions;
@@ -91,6 +102,8 @@ impl FaultCounts {
     pub fn total(&self) -> u64 {
         self.crashes
             + self.partitions
+            + self.database_partitions
+            + self.link_losses
             + self.clock_jumps
             + self.corruptions
             + self.db_errors
@@ -314,7 +327,7 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
         .rng_seed(config.seed)
         .build();
     for index in 0..config.replicas {
-        let (name, store, trace) = (format!("r{index}"), store.clone(), trace.clone());
+        let (name, store, trace) = (format!("r{index}"), store.via(index), trace.clone());
         sim.host(name.clone(), move || replica(name.clone(), store.clone(), trace.clone()));
     }
     let caller = |name: &str| Caller {
@@ -343,6 +356,7 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     let mut offset = Span::zero();
     let mut crashed: Option<(usize, u64)> = None;
     let mut partitioned: Option<(String, String, u64)> = None;
+    let mut cut_link: Option<(usize, u64)> = None;
     let mut steps = 0_u64;
     let identities: Vec<QueueIdentity> = store
         .ledger()
@@ -382,6 +396,17 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
                 partitioned = Some((a, b, steps + 50 + driver.below(750)));
                 faults.partitions += 1;
             }
+            if let Some((replica, until_step)) = cut_link
+                && steps >= until_step
+            {
+                store.cut_link(replica, false);
+                cut_link = None;
+            } else if cut_link.is_none() && driver.below(100_000) < 16 {
+                let replica = driver.below(config.replicas as u64) as usize;
+                store.cut_link(replica, true);
+                cut_link = Some((replica, steps + 50 + driver.below(750)));
+                faults.database_partitions += 1;
+            }
             if driver.below(100_000) < 12 {
                 // Forward only: a database clock does not run backwards. Across an hour
                 // boundary, a day, or to just before the DST fold's second 01:30.
@@ -417,6 +442,7 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     let injected = store.injected();
     faults.db_errors = injected.errors;
     faults.lost_acks = injected.lost_acks;
+    faults.link_losses = injected.link_losses;
     faults.delays = injected.delays;
     let mut violations = check::ledger_and_final_state(&store, &principals_identities(&store), &principals.tenancy);
     violations.extend(

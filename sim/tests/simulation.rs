@@ -42,6 +42,8 @@ fn model_seeds_keep_every_invariant(first: u64) {
     for (kind, count) in [
         ("crashes", faults.crashes),
         ("partitions", faults.partitions),
+        ("replica-database partitions", faults.database_partitions),
+        ("messages lost on cut database links", faults.link_losses),
         ("clock jumps", faults.clock_jumps),
         ("damaged policy rows", faults.corruptions),
         ("database errors", faults.db_errors),
