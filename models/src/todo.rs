@@ -194,6 +194,12 @@ pub fn retry_backoff(attempt_failed: i32) -> Duration {
     Duration::seconds(seconds.min(RETRY_BACKOFF_CAP_SECONDS))
 }
 
+/// Why "Retry now" refuses a dead letter whose idempotency key a newer live todo holds: the old
+/// todo cannot come back to life under a key that now names other work (`conflict`).
+pub fn retry_slot_taken() -> crate::error::Error {
+    crate::error::Error::conflict_state("a newer live todo holds this todo's idempotency key", "failed")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,10 +218,4 @@ mod tests {
         assert_eq!(lease_seconds(Some(90_000)).ok(), Some(86_400));
         assert_eq!(lease_seconds(Some(0)).map_err(|e| e.extras["field"].clone()), Err("lease_ttl_seconds".into()));
     }
-}
-
-/// Why "Retry now" refuses a dead letter whose idempotency key a newer live todo holds: the old
-/// todo cannot come back to life under a key that now names other work (`conflict`).
-pub fn retry_slot_taken() -> crate::error::Error {
-    crate::error::Error::conflict_state("a newer live todo holds this todo's idempotency key", "failed")
 }
