@@ -503,6 +503,14 @@ async fn req9_a_stored_zone_the_database_does_not_know_fails_closed_for_that_que
     let status =
         world.store.queue_admissions(std::slice::from_ref(&broken)).await.expect("status").pop().expect("policy");
     assert_eq!((status.status.status, status.policy), ("admission_unavailable", None));
+    // A todo that is not claimable anyway (here: done) says so, not that admission is unavailable.
+    sqlx::query("UPDATE todos SET state = 'done', completed_at = updated_at WHERE id = $1")
+        .bind(&stuck.id)
+        .execute(world.store.pool())
+        .await
+        .expect("finish it");
+    let finished = world.store.claim(&agent, &stuck.id, 60).await.expect_err("done");
+    assert_eq!((finished.code, finished.extras["state"].as_str()), (Code::Conflict, Some("done")));
 }
 
 // SPEC-0030 REQ-9: a database error reading the policy (here a lock timeout) refuses that

@@ -240,6 +240,11 @@ impl PgStore {
                 return Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })));
             }
             Err(problem) => {
+                // A named todo that is not claimable anyway (done, held) says so first, as it
+                // does in a queue whose policy reads fine.
+                if candidate.named.is_some() {
+                    check_claimable(candidate, self.clock_after_lock(tx).await?)?;
+                }
                 tracing::warn!(%problem, queue = %candidate.identity, "admission policy invalid; refusing (fail closed)");
                 return Ok(unavailable());
             }

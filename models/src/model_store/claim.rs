@@ -171,6 +171,8 @@ impl ModelStore {
         };
         let policy_id = row.id.clone();
         let Ok(policy) = row.evaluate() else {
+            // A named todo that is not claimable anyway says so first (as with a readable policy).
+            state.check_claimable(candidate, self.clock.now())?;
             return Ok(Admission::Refused {
                 reason: Reason::AdmissionUnavailable,
                 hint: admission::unavailable_status().hint,
