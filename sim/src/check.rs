@@ -1,5 +1,6 @@
 //! The invariants of design.md ("Invariants every test layer checks"), checked from the
-//! simulation's ledger (what committed, in commit order) and the store's final state.
+//! simulation's ledger (what committed, in commit order) while a run goes, and against the
+//! store's final state at its end.
 //!
 //! Exists so every run, on either store, is judged by the same rules, computed independently of
 //! the engine: windows come from the brute-force `Oracle`, in-flight counts from the ledger.
@@ -39,84 +40,115 @@ impl Tenancy {
     }
 }
 
-/// Every violation found, as a sentence naming the invariant; empty when all hold.
-pub fn ledger_and_final_state<S: SimStore>(
-    store: &Faulty<S>,
-    identities: &[QueueIdentity],
-    tenancy: &Tenancy,
-) -> Vec<String> {
-    let ledger = store.ledger();
-    let mut violations = vec![];
-    let mut oracle = Oracle::default();
-    let mut policies: BTreeMap<QueueIdentity, Policy> = BTreeMap::new();
-    let mut corrupted: BTreeSet<QueueIdentity> = BTreeSet::new();
-    let mut holdings: BTreeMap<String, Holding> = BTreeMap::new();
-    // Claims charged per (identity, window start), as the oracle places them.
-    let mut charged: BTreeMap<(QueueIdentity, DateTime<Utc>), i64> = BTreeMap::new();
-    let mut created: BTreeMap<String, QueueIdentity> = BTreeMap::new();
-    for event in &ledger {
+/// The ledger's judge: fed the events as they commit (during a run, every few hundred steps, so
+/// the invariants are checked continuously), then `finish`ed against the final state.
+pub struct LedgerCheck {
+    tenancy: Tenancy,
+    oracle: Oracle,
+    policies: BTreeMap<QueueIdentity, Policy>,
+    corrupted: BTreeSet<QueueIdentity>,
+    holdings: BTreeMap<String, Holding>,
+    /// Claims charged per (identity, window start), as the oracle places them.
+    charged: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
+    created: BTreeMap<String, QueueIdentity>,
+    violations: Vec<String>,
+    /// How many ledger events have been checked.
+    seen: usize,
+}
+
+impl LedgerCheck {
+    pub fn new(tenancy: Tenancy) -> LedgerCheck {
+        LedgerCheck {
+            tenancy,
+            oracle: Oracle::default(),
+            policies: BTreeMap::new(),
+            corrupted: BTreeSet::new(),
+            holdings: BTreeMap::new(),
+            charged: BTreeMap::new(),
+            created: BTreeMap::new(),
+            violations: vec![],
+            seen: 0,
+        }
+    }
+
+    /// Checks the events committed since the last call.
+    pub fn feed(&mut self, ledger: &[Event]) {
+        for event in ledger.iter().skip(self.seen) {
+            self.check(event);
+        }
+        self.seen = ledger.len().max(self.seen);
+    }
+
+    /// Violations found so far.
+    pub fn violations(&self) -> &[String] {
+        &self.violations
+    }
+
+    fn check(&mut self, event: &Event) {
         match event {
             Event::PolicySet { identity, policy } => {
-                policies.insert(identity.clone(), policy.clone());
-                corrupted.remove(identity);
+                self.policies.insert(identity.clone(), policy.clone());
+                self.corrupted.remove(identity);
             }
             Event::PolicyCleared { identity } => {
-                policies.remove(identity);
-                corrupted.remove(identity);
+                self.policies.remove(identity);
+                self.corrupted.remove(identity);
             }
             Event::PolicyCorrupted { identity } => {
-                corrupted.insert(identity.clone());
+                self.corrupted.insert(identity.clone());
             }
             Event::Created { id, identity, .. } => {
-                created.insert(id.clone(), identity.clone());
+                self.created.insert(id.clone(), identity.clone());
             }
             Event::Ended { id, .. } => {
-                holdings.remove(id);
+                self.holdings.remove(id);
             }
             Event::Heartbeat { id, lease_expires_at } => {
-                if let Some(holding) = holdings.get_mut(id) {
+                if let Some(holding) = self.holdings.get_mut(id) {
                     holding.lease_expires_at = *lease_expires_at;
                 }
             }
             // A sweep returned every claim lapsed when it ran: those are no longer in flight.
-            Event::Reaped { at, .. } => holdings.retain(|_, h| h.lease_expires_at.is_none_or(|lease| lease >= *at)),
+            Event::Reaped { at, .. } => {
+                self.holdings.retain(|_, h| h.lease_expires_at.is_none_or(|lease| lease >= *at))
+            }
             Event::Requeued { .. } => {}
             Event::Claimed { id, identity, holder, at, lease_expires_at, admission, .. } => {
                 // A lapsed claim counts as in flight until the reaper returns it or a claim takes
                 // it over, as in the engine.
                 // 4. No todo claimed by two holders at once.
-                if let Some(previous) = holdings.get(id)
+                if let Some(previous) = self.holdings.get(id)
                     && previous.lease_expires_at.is_some_and(|lease| lease >= *at)
                 {
-                    violations.push(format!(
+                    self.violations.push(format!(
                         "double claim: {id} claimed by {holder} at {at} while {} held it until {:?}",
                         previous.holder, previous.lease_expires_at
                     ));
                 }
-                holdings.remove(id);
+                self.holdings.remove(id);
                 // 3. Fail closed.
-                if corrupted.contains(identity) {
-                    violations
+                if self.corrupted.contains(identity) {
+                    self.violations
                         .push(format!("fail-open: {id} claimed at {at} while {identity:?}'s policy was unreadable"));
                 }
                 // 6. Tenancy: team agents hold team todos, the other owner's agent only its own.
-                if !tenancy.allows(holder, identity) {
-                    violations.push(format!("tenancy: {holder} got {id} of {identity:?}"));
+                if !self.tenancy.allows(holder, identity) {
+                    self.violations.push(format!("tenancy: {holder} got {id} of {identity:?}"));
                 }
-                match policies.get(identity) {
+                match self.policies.get(identity) {
                     None => {
                         // 5. No policy, no change.
                         if admission.is_some() {
-                            violations.push(format!("no-policy queue {identity:?} answered headroom on {id}"));
+                            self.violations.push(format!("no-policy queue {identity:?} answered headroom on {id}"));
                         }
                     }
-                    Some(policy) if !corrupted.contains(identity) => {
+                    Some(policy) if !self.corrupted.contains(identity) => {
                         // 1. In flight never above the cap when a claim commits (this claim included).
-                        let in_flight = holdings.values().filter(|h| &h.identity == identity).count() as i64 + 1;
+                        let in_flight = self.holdings.values().filter(|h| &h.identity == identity).count() as i64 + 1;
                         if let Some(cap) = policy.max_in_flight
                             && in_flight > cap
                         {
-                            violations.push(format!(
+                            self.violations.push(format!(
                                 "over-admission: {id} made {in_flight} in flight on {} (cap {cap}) at {at}",
                                 identity.queue
                             ));
@@ -124,30 +156,30 @@ pub fn ledger_and_final_state<S: SimStore>(
                         if let Some(headroom) = admission
                             && headroom.in_flight != in_flight
                         {
-                            violations.push(format!(
+                            self.violations.push(format!(
                                 "in-flight miscount on {}: store said {}, ledger {in_flight} at {at}",
                                 identity.queue, headroom.in_flight
                             ));
                         }
                         if let (Some(limit), Some(window)) = (policy.max_claims_per_window, &policy.window) {
-                            let (start, end) = oracle.window(window, *at);
-                            let used = charged.entry((identity.clone(), start)).or_default();
+                            let (start, end) = self.oracle.window(window, *at);
+                            let used = self.charged.entry((identity.clone(), start)).or_default();
                             *used += 1;
                             if *used > limit {
-                                violations.push(format!(
+                                self.violations.push(format!(
                                     "over-admission: {id} was claim {used} of window {start} on {} (limit {limit})",
                                     identity.queue
                                 ));
                             }
                             if let Some(headroom) = admission {
                                 if headroom.used != Some(*used) {
-                                    violations.push(format!(
+                                    self.violations.push(format!(
                                         "charging: store said used {:?} after {id}, ledger {used} in window {start} of {}",
                                         headroom.used, identity.queue
                                     ));
                                 }
                                 if headroom.window_resets_at != Some(end) {
-                                    violations.push(format!(
+                                    self.violations.push(format!(
                                         "window: {id} at {at} on {} resets at {:?}, the oracle says {end}",
                                         identity.queue, headroom.window_resets_at
                                     ));
@@ -157,30 +189,37 @@ pub fn ledger_and_final_state<S: SimStore>(
                     }
                     Some(_) => {}
                 }
-                holdings.insert(
+                self.holdings.insert(
                     id.clone(),
                     Holding { identity: identity.clone(), holder: holder.clone(), lease_expires_at: *lease_expires_at },
                 );
             }
         }
     }
-    // 2. The claimed and charged counters (what /metrics shows) rise exactly as the claims that
-    // committed and the units they charged.
-    let counted = store.counters().snapshot();
-    let claims = ledger.iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
-    let charged_claims = ledger
-        .iter()
-        .filter(|e| matches!(e, Event::Claimed { admission: Some(headroom), .. } if headroom.used.is_some()))
-        .count() as u64;
-    if counted.claimed.values().sum::<u64>() != claims || counted.charged.values().sum::<u64>() != charged_claims {
-        violations.push(format!(
+
+    /// The end of a run: the rest of the ledger, the counters and the store's final state; every
+    /// violation found, as a sentence naming the invariant (empty when all hold).
+    pub fn finish<S: SimStore>(mut self, store: &Faulty<S>, identities: &[QueueIdentity]) -> Vec<String> {
+        let ledger = store.ledger();
+        self.feed(&ledger);
+        // 2. The claimed and charged counters (what /metrics shows) rise exactly as the claims that
+        // committed and the units they charged.
+        let counted = store.counters().snapshot();
+        let claims = ledger.iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
+        let charged_claims = ledger
+            .iter()
+            .filter(|e| matches!(e, Event::Claimed { admission: Some(headroom), .. } if headroom.used.is_some()))
+            .count() as u64;
+        if counted.claimed.values().sum::<u64>() != claims || counted.charged.values().sum::<u64>() != charged_claims {
+            self.violations.push(format!(
             "metrics: claimed counter {} and charged counter {} against {claims} claims committed, {charged_claims} charged",
             counted.claimed.values().sum::<u64>(),
             counted.charged.values().sum::<u64>()
         ));
+        }
+        final_state(store, identities, &self.created, &self.charged, &self.policies, &mut self.violations);
+        self.violations
     }
-    final_state(store, identities, &created, &charged, &policies, &mut violations);
-    violations
 }
 
 fn final_state<S: SimStore>(

@@ -63,6 +63,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { seeds, seed, faults, store, trace, mutant } => {
+            let replay_mutant = mutant.as_ref().map(|name| format!(" --mutant {name}")).unwrap_or_default();
+            let replay_features = if mutant.is_some() { " --features mutants" } else { "" };
+            let replay_faults = if faults == FaultsArg::None { " --faults none" } else { "" };
             if let Some(name) = mutant {
                 #[cfg(not(feature = "mutants"))]
                 {
@@ -91,7 +94,7 @@ fn main() -> ExitCode {
                         Err(diff) => {
                             eprintln!("{diff}");
                             eprintln!(
-                                "replay: cargo run -p sim --release -- run --seeds 1 --seed {seed} --store differential"
+                                "replay: cargo run -p sim --release{replay_features} -- run --seeds 1 --seed {seed} --store differential{replay_faults}{replay_mutant}"
                             );
                             return ExitCode::FAILURE;
                         }
@@ -108,7 +111,7 @@ fn main() -> ExitCode {
                         eprintln!("seed {seed}: {violation}");
                     }
                     eprintln!(
-                        "replay: cargo run -p sim --release -- run --seeds 1 --seed {seed} --store {} --trace",
+                        "replay: cargo run -p sim --release{replay_features} -- run --seeds 1 --seed {seed} --store {}{replay_faults}{replay_mutant} --trace",
                         match store {
                             StoreArg::Model => "model",
                             StoreArg::Postgres => "postgres",

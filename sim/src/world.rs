@@ -37,6 +37,8 @@ pub const QUEUES: [&str; 4] = ["metered", "capped", "both", "free"];
 /// The second owner's queue that the webhook also fans out to.
 pub const COPY_QUEUE: &str = "copy";
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// How often the driver checks the invariants on what committed since the last check.
+const CHECK_EVERY_STEPS: u64 = 500;
 
 /// What the simulation needs from a store beyond `Store`: set-up of principals (no `Store`
 /// method creates humans or teams), damaging a policy row, and the store's own final checks.
@@ -358,6 +360,9 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     let mut partitioned: Option<(String, String, u64)> = None;
     let mut cut_link: Option<(usize, u64)> = None;
     let mut steps = 0_u64;
+    // The invariants, checked while the run goes (every `CHECK_EVERY_STEPS`) and at the end.
+    let mut judge = check::LedgerCheck::new(principals.tenancy.clone());
+    let mut first_violation_at: Option<Duration> = None;
     let identities: Vec<QueueIdentity> = store
         .ledger()
         .iter()
@@ -427,6 +432,12 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
             }
         }
         steps += 1;
+        if steps.is_multiple_of(CHECK_EVERY_STEPS) {
+            judge.feed(&store.ledger());
+            if first_violation_at.is_none() && !judge.violations().is_empty() {
+                first_violation_at = Some(sim.elapsed());
+            }
+        }
         match sim.step() {
             Ok(true) => break,
             Ok(false) => {}
@@ -444,7 +455,11 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     faults.lost_acks = injected.lost_acks;
     faults.link_losses = injected.link_losses;
     faults.delays = injected.delays;
-    let mut violations = check::ledger_and_final_state(&store, &principals_identities(&store), &principals.tenancy);
+    let mut violations = judge.finish(&store, &principals_identities(&store));
+    if let Some(at) = first_violation_at {
+        violations
+            .push(format!("(the first violation was seen {:.1} simulated seconds into the run)", at.as_secs_f64()));
+    }
     violations.extend(
         trace_lines
             .iter()
