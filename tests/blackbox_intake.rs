@@ -1211,3 +1211,24 @@ async fn intake_purge_deleting_a_team_queue_leaves_its_stale_claimant_not_found(
     let (_, next) = client.tool(&ep_slug, &key, "claim_next", json!({})).await;
     assert_eq!(next, json!({"empty": true}));
 }
+
+// A webhook whose every target queue went with its deleted endpoint refuses deliveries (409)
+// and records nothing: a redelivery is refused again, never answered as a deduped success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_whose_targets_are_all_gone_refuses_deliveries_and_records_nothing() {
+    let world = World::start(&[], &[]).await;
+    let (_, alice) = world.human("alice");
+    let ep = world.vend(&alice, json!({"name": "doomed", "queues": ["inbox"]})).await;
+    let hook = world.webhook(&alice, &[(ep.scope.as_str(), "inbox")]).await;
+    let deleted = send(&world.client, Method::DELETE, &format!("/api/v1/endpoints/{}", ep.slug), &alice, None).await;
+    assert_eq!(deleted.status, 204, "{}", deleted.text);
+    for attempt in 0..2 {
+        let reply = world.deliver(&hook, "dlv-orphan", r#"{"title": "nobody home"}"#).await;
+        assert_eq!(
+            (reply.status, reply.body["code"].as_str()),
+            (409, Some("conflict")),
+            "attempt {attempt}: {}",
+            reply.text
+        );
+    }
+}
