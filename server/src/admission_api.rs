@@ -35,10 +35,9 @@ pub struct WriteLimiter {
 }
 
 impl Default for WriteLimiter {
+    /// SPEC-0030 Security Requirements: one write per second, bursts of ten.
     fn default() -> Self {
-        let burst = NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::per_second(NonZeroU32::MIN).allow_burst(burst);
-        WriteLimiter { limiter: DefaultKeyedRateLimiter::keyed(quota) }
+        WriteLimiter::with_quota(1, 10)
     }
 }
 

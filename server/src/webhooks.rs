@@ -100,9 +100,7 @@ pub async fn ingest<S: Store>(
     // Every queue it fanned out to is gone (their endpoints were deleted): refuse, recording
     // nothing, so the provider sees a failure instead of an accepted delivery that made no todo.
     if route.targets.is_empty() {
-        return Err(
-            Error::conflict_state("this webhook has no target queue left; nothing was accepted", "no_targets").into()
-        );
+        return Err(Error::new(Code::Conflict, "this webhook has no target queue left; nothing was accepted").into());
     }
     // Verified above, so the header is present and readable.
     let delivery_id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).ok_or_else(refuse)?.to_string();

@@ -15,6 +15,10 @@ use models::store::{Store, TodoQuery, TodoSet};
 use models::todo::TodoState;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// How many recent windows a policy detail lists (the engine's `DETAIL_WINDOWS_MAX`): charges
+/// in windows older than the oldest listed one cannot be compared once the list is full.
+const DETAIL_WINDOWS_LISTED: usize = 30;
+
 struct Holding {
     identity: QueueIdentity,
     holder: String,
@@ -273,7 +277,9 @@ fn final_state<S: SimStore>(
                     if charged_identity != identity {
                         break;
                     }
-                    if oldest_listed.is_some_and(|oldest| *start < oldest) && detail.windows.len() >= 30 {
+                    if oldest_listed.is_some_and(|oldest| *start < oldest)
+                        && detail.windows.len() >= DETAIL_WINDOWS_LISTED
+                    {
                         continue; // older than the detail's window list
                     }
                     let used = stored.get(start).copied().unwrap_or(0);

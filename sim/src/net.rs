@@ -51,32 +51,27 @@ pub enum Reply {
     Network(String),
 }
 
-/// One request on a fresh connection, given up after `timeout` of simulated time (the client
-/// cancels: the server may still be working on it).
-pub async fn request(
-    host: &str,
-    method: &str,
-    path: &str,
-    bearer: Option<&str>,
-    headers: &[(&str, String)],
-    body: Option<&Value>,
-    timeout: Duration,
-) -> Reply {
-    match tokio::time::timeout(timeout, exchange(host, method, path, bearer, headers, body)).await {
+/// One HTTP request as a simulated client sends it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub bearer: Option<&'a str>,
+    pub headers: &'a [(&'a str, String)],
+    pub body: Option<&'a Value>,
+}
+
+/// `request` on a fresh connection to `host`, given up after `timeout` of simulated time (the
+/// client cancels: the server may still be working on it).
+pub async fn send(host: &str, request: Request<'_>, timeout: Duration) -> Reply {
+    match tokio::time::timeout(timeout, exchange(host, request)).await {
         Ok(Ok(reply)) => reply,
         Ok(Err(error)) => Reply::Network(error),
         Err(_) => Reply::Network("timed out".into()),
     }
 }
 
-async fn exchange(
-    host: &str,
-    method: &str,
-    path: &str,
-    bearer: Option<&str>,
-    headers: &[(&str, String)],
-    body: Option<&Value>,
-) -> Result<Reply, String> {
+async fn exchange(host: &str, Request { method, path, bearer, headers, body }: Request<'_>) -> Result<Reply, String> {
     let stream = turmoil::net::TcpStream::connect((host, PORT)).await.map_err(|e| e.to_string())?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;

@@ -9,7 +9,7 @@
 
 use crate::check;
 use crate::faults::Rng;
-use crate::net::{self, Reply};
+use crate::net::{self, Reply, Request};
 use crate::world::{QUEUES, Trace};
 use chrono::Utc;
 use serde_json::{Value, json};
@@ -88,21 +88,12 @@ pub(crate) struct Caller {
 }
 
 impl Caller {
-    #[allow(clippy::too_many_arguments)]
-    async fn send(
-        &self,
-        rng: &mut Rng,
-        method: &str,
-        path: &str,
-        bearer: Option<&str>,
-        headers: &[(&str, String)],
-        body: Option<&Value>,
-        timeout: Duration,
-    ) -> Reply {
+    async fn send(&self, rng: &mut Rng, request: Request<'_>, timeout: Duration) -> Reply {
+        let Request { method, path, .. } = request;
         let mut reply = Reply::Network("not sent".into());
         for _attempt in 0..3 {
             let replica = format!("r{}", rng.below(self.replicas as u64));
-            reply = net::request(&replica, method, path, bearer, headers, body, timeout).await;
+            reply = net::send(&replica, request, timeout).await;
             match &reply {
                 Reply::Network(problem) => {
                     if problem == "timed out" {
@@ -135,7 +126,9 @@ impl Caller {
         timeout: Duration,
     ) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
-        let reply = self.send(rng, "POST", &format!("/mcp/{slug}"), Some(key), &[], Some(&body), timeout).await;
+        let path = format!("/mcp/{slug}");
+        let request = Request { method: "POST", path: &path, bearer: Some(key), headers: &[], body: Some(&body) };
+        let reply = self.send(rng, request, timeout).await;
         match reply {
             Reply::Http(200, answer) => {
                 let result = &answer["result"];
@@ -345,7 +338,17 @@ pub(crate) async fn owner(caller: Caller, principals: Principals, seed: u64, unt
         let policy = rng.pick(&choices).clone();
         let path = format!("/api/v1/admission/team:{}/{queue}", principals.team_slug);
         let reply = caller
-            .send(&mut rng, "PUT", &path, Some(&principals.owner_token), &[], Some(&policy), Duration::from_secs(3))
+            .send(
+                &mut rng,
+                Request {
+                    method: "PUT",
+                    path: &path,
+                    bearer: Some(&principals.owner_token),
+                    headers: &[],
+                    body: Some(&policy),
+                },
+                Duration::from_secs(3),
+            )
             .await;
         writes += 1;
         let summary = match &reply {
@@ -385,11 +388,13 @@ pub(crate) async fn producer(
             let reply = caller
                 .send(
                     &mut rng,
-                    "POST",
-                    "/api/v1/todos",
-                    Some(&principals.owner_token),
-                    &[],
-                    Some(&body),
+                    Request {
+                        method: "POST",
+                        path: "/api/v1/todos",
+                        bearer: Some(&principals.owner_token),
+                        headers: &[],
+                        body: Some(&body),
+                    },
                     Duration::from_secs(3),
                 )
                 .await;
@@ -430,14 +435,11 @@ async fn send_delivery(caller: &Caller, rng: &mut Rng, principals: &Principals, 
         ("webhook-signature", signature),
     ];
     let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let path = format!("/ingest/{}", principals.webhook_id);
     let reply = caller
         .send(
             rng,
-            "POST",
-            &format!("/ingest/{}", principals.webhook_id),
-            None,
-            &headers,
-            Some(&value),
+            Request { method: "POST", path: &path, bearer: None, headers: &headers, body: Some(&value) },
             Duration::from_secs(3),
         )
         .await;

@@ -53,6 +53,26 @@ struct LockedPolicy {
     evaluated: std::result::Result<Policy, String>,
 }
 
+/// A policy row's limit and window columns as stored (`max_in_flight`, `max_claims_per_window`,
+/// `window_period`, `window_tz`, `window_start`, `window_weekday`).
+type StoredLimits = (Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
+
+impl LockedPolicy {
+    /// The locked row, evaluated as every read evaluates it (REQ-9: a row that does not
+    /// evaluate is kept as the reason to refuse).
+    fn from_row(id: String, (max_in_flight, max_claims, period, tz, start, weekday): StoredLimits) -> LockedPolicy {
+        let evaluated = Policy::from_stored(
+            max_in_flight,
+            max_claims,
+            period.as_deref(),
+            tz.as_deref(),
+            start.as_deref(),
+            weekday.as_deref(),
+        );
+        LockedPolicy { id, evaluated }
+    }
+}
+
 impl PgStore {
     pub(crate) async fn claim_next_tx(
         &self,
@@ -399,17 +419,8 @@ impl PgStore {
         Ok(row.map(
             |(id, endpoint_id, team_id, queue, policy_id, max_in_flight, max_claims, period, tz, start, weekday)| {
                 let candidate = Candidate { id, identity: identity_of(endpoint_id, team_id, queue), named: None };
-                let policy = policy_id.map(|id| LockedPolicy {
-                    id,
-                    evaluated: Policy::from_stored(
-                        max_in_flight,
-                        max_claims,
-                        period.as_deref(),
-                        tz.as_deref(),
-                        start.as_deref(),
-                        weekday.as_deref(),
-                    ),
-                });
+                let policy = policy_id
+                    .map(|id| LockedPolicy::from_row(id, (max_in_flight, max_claims, period, tz, start, weekday)));
                 (candidate, Ok(policy))
             },
         ))
@@ -548,16 +559,8 @@ async fn lock_policy(
         .bind(&identity.queue)
         .fetch_optional(&mut **tx)
         .await?;
-    Ok(row.map(|(id, max_in_flight, max_claims, period, tz, start, weekday)| LockedPolicy {
-        id,
-        evaluated: Policy::from_stored(
-            max_in_flight,
-            max_claims,
-            period.as_deref(),
-            tz.as_deref(),
-            start.as_deref(),
-            weekday.as_deref(),
-        ),
+    Ok(row.map(|(id, max_in_flight, max_claims, period, tz, start, weekday)| {
+        LockedPolicy::from_row(id, (max_in_flight, max_claims, period, tz, start, weekday))
     }))
 }
 
