@@ -436,14 +436,19 @@ fn charging_and_budget(
                 ),
             );
         }
-        // (2) against every charging version possibly in force during the window.
+        // (2) against every charging version possibly in force during the window. Two versions
+        // can have windows starting at the same instant (an hour window and a day window both
+        // at :30): the window lasts until the latest of their ends, or a later version's limit
+        // would be missed.
         let end = history
             .versions
             .iter()
             .filter_map(|v| v.policy.as_ref()?.window)
             .map(|w| w.window_containing(start))
-            .find(|(s, _)| *s == start)
-            .map_or(start + Duration::days(8), |(_, end)| end);
+            .filter(|(s, _)| *s == start)
+            .map(|(_, end)| end)
+            .max()
+            .unwrap_or(start + Duration::days(8));
         let limits: Vec<i64> = history
             .possible_during(start, end, grace)
             .into_iter()
