@@ -640,3 +640,125 @@ async fn req13_a_cancelled_claim_after_the_policy_lock_charges_nothing() {
     world.store.claim(&agent, &second.id, 60).await.expect("claimable as before");
     assert_eq!(charged(&world, &queue).await, 2);
 }
+
+// SPEC-0030 REQ-4: the one-statement budgeted claim decides with admission_admits, the SQL form
+// of models::admission::decide. They must agree on every combination of limits and counts; small
+// values cover every ordering of a count against its limit, and 0 (paused) and none.
+#[tokio::test]
+async fn admission_admits_agrees_with_decide() {
+    use models::admission::{Decision, Policy, decide};
+    let world = World::new().await;
+    let limits = [None, Some(0), Some(1), Some(2), Some(3)];
+    let (mut max_in_flight, mut max_claims, mut in_flight, mut used) = (vec![], vec![], vec![], vec![]);
+    for a in limits {
+        for b in limits {
+            for f in 0..=4i64 {
+                for u in 0..=4i64 {
+                    max_in_flight.push(a);
+                    max_claims.push(b);
+                    in_flight.push(f);
+                    used.push(u);
+                }
+            }
+        }
+    }
+    let verdicts: Vec<bool> = sqlx::query_scalar(
+        "SELECT admission_admits(a, b, f, u) FROM unnest($1::int[], $2::int[], $3::bigint[], $4::bigint[]) \
+         WITH ORDINALITY AS c(a, b, f, u, n) ORDER BY n",
+    )
+    .bind(&max_in_flight)
+    .bind(&max_claims)
+    .bind(&in_flight)
+    .bind(&used)
+    .fetch_all(world.store.pool())
+    .await
+    .expect("admission_admits");
+    assert_eq!(verdicts.len(), in_flight.len());
+    for (i, sql_admits) in verdicts.into_iter().enumerate() {
+        let policy = Policy {
+            max_in_flight: max_in_flight[i].map(i64::from),
+            max_claims_per_window: max_claims[i].map(i64::from),
+            window: None,
+        };
+        let rust_admits = decide(&policy, in_flight[i], used[i]) == Decision::Admit;
+        assert_eq!(
+            sql_admits, rust_admits,
+            "max_in_flight {:?}, max_claims_per_window {:?}, in_flight {}, used {}",
+            max_in_flight[i], max_claims[i], in_flight[i], used[i]
+        );
+    }
+}
+
+// SPEC-0030 REQ-9 after the replica has remembered the policy for one-statement claims: a row
+// damaged later no longer matches what was remembered, so the claim fails closed as before.
+#[tokio::test]
+async fn req9_a_policy_damaged_after_it_admitted_claims_fails_closed() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, daily_pacific(10)).await;
+    push_n(&world, &queue, 4).await;
+    for expected_used in 1..=2 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim"));
+        assert_eq!(got.admission.and_then(|a| a.used), Some(expected_used));
+    }
+    sqlx::query("UPDATE admission_policies SET window_tz = 'Mars/Olympus'")
+        .execute(world.store.pool())
+        .await
+        .expect("corrupt");
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    assert_eq!((waiting[0].reason, waiting[0].pending), (Reason::AdmissionUnavailable, 2));
+    assert_eq!(charged(&world, &queue).await, 2, "a refusal charges nothing");
+}
+
+// SPEC-0030 REQ-10: limits changed after the replica has remembered the policy take effect on
+// the next claim, both ways.
+#[tokio::test]
+async fn req10_a_changed_limit_applies_to_the_next_claim_after_one_statement_claims() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    world.clock.set(at("2026-11-30T08:00:00-08:00"));
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, daily_pacific(3)).await;
+    push_n(&world, &queue, 6).await;
+    for _ in 0..2 {
+        claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim"));
+    }
+    set_policy(&world, &queue, daily_pacific(2)).await;
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("lowered"));
+    assert_eq!(waiting[0].reason, Reason::WindowExhausted);
+    set_policy(&world, &queue, daily_pacific(4)).await;
+    for expected_used in 3..=4 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("raised"));
+        assert_eq!(got.admission.map(|a| (a.used, a.max_claims_per_window)), Some((Some(expected_used), Some(4))));
+    }
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("spent again"));
+    assert_eq!(waiting[0].reason, Reason::WindowExhausted);
+    assert_eq!(charged(&world, &queue).await, 4);
+}
+
+// SPEC-0030 REQ-5 across a window boundary after the replica has remembered the policy: the
+// remembered window has ended, so the claim is charged to the window the clock is in now.
+#[tokio::test]
+async fn req5_claims_either_side_of_midnight_are_charged_to_their_own_windows() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    world.clock.set(at("2026-11-30T23:58:00-08:00"));
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, daily_pacific(5)).await;
+    push_n(&world, &queue, 5).await;
+    for expected_used in 1..=3 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("before midnight"));
+        assert_eq!(got.admission.and_then(|a| a.window_resets_at), Some(at("2026-12-01T00:00:00-08:00")));
+        assert_eq!(got.admission.and_then(|a| a.used), Some(expected_used));
+    }
+    world.clock.set(at("2026-12-01T00:00:00-08:00"));
+    for expected_used in 1..=2 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("after midnight"));
+        assert_eq!(got.admission.and_then(|a| a.window_resets_at), Some(at("2026-12-02T00:00:00-08:00")));
+        assert_eq!(got.admission.and_then(|a| a.used), Some(expected_used));
+    }
+    let rows: Vec<(chrono::DateTime<chrono::Utc>, i32)> =
+        sqlx::query_as("SELECT window_start, used FROM admission_windows ORDER BY window_start")
+            .fetch_all(world.store.pool())
+            .await
+            .expect("usage rows");
+    assert_eq!(rows, vec![(at("2026-11-30T00:00:00-08:00"), 3), (at("2026-12-01T00:00:00-08:00"), 2)]);
+}
