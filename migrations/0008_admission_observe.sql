@@ -57,7 +57,7 @@ END
 $$;
 
 -- SPEC-0030 REQ-4 step 5 for the one-statement budgeted claim_next (engine
--- pg_store/claim_at_once.rs): whether models::admission::decide admits, written as SQL so the
+-- pg_store/claim.rs, "at once"): whether models::admission::decide admits, written as SQL so the
 -- statement can decide and commit without a round trip to the application while it holds the
 -- policy lock. decide refuses when a limit is 0 (paused), when usage has reached the window
 -- limit, or when in-flight has reached its cap; with counts never negative, that is exactly
