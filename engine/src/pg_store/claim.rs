@@ -15,12 +15,8 @@
 //! A transaction holds at most one policy lock and never waits on a todo lock while holding it:
 //! the todo is always locked first. Dropping a transaction on any early return (an error, a
 //! cancelled request) rolls it back, so nothing is charged that did not commit (REQ-13).
-//!
-//! The budgeted `claim_next` first tries the six steps as one statement (`claim_at_once.rs`);
-//! what that statement cannot decide comes here.
 
 use super::admission::Pending;
-use super::known_policies::StoredLimits;
 use super::{
     BudgetedHint, CLAIM_ORDER_ROWS, CLAIMABLE, PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays,
     identity_filter, owner_groups, owner_groups_filter,
@@ -54,26 +50,26 @@ enum Admission {
 /// The policy row as locked in step 3.
 struct LockedPolicy {
     id: String,
-    stored: StoredLimits,
     evaluated: std::result::Result<Policy, String>,
 }
 
-/// What one try at claiming from a queue set came to.
-pub(super) enum Step {
-    /// No claimable todo outside the excluded queues.
-    Empty,
-    Claimed(Box<Claimed>),
-    Refused {
-        identity: QueueIdentity,
-        reason: Reason,
-    },
-}
+/// A policy row's limit and window columns as stored (`max_in_flight`, `max_claims_per_window`,
+/// `window_period`, `window_tz`, `window_start`, `window_weekday`).
+type StoredLimits = (Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
 
 impl LockedPolicy {
     /// The locked row, evaluated as every read evaluates it (REQ-9: a row that does not
     /// evaluate is kept as the reason to refuse).
-    fn from_row(id: String, stored: StoredLimits) -> LockedPolicy {
-        LockedPolicy { id, evaluated: evaluate(&stored), stored }
+    fn from_row(id: String, (max_in_flight, max_claims, period, tz, start, weekday): StoredLimits) -> LockedPolicy {
+        let evaluated = Policy::from_stored(
+            max_in_flight,
+            max_claims,
+            period.as_deref(),
+            tz.as_deref(),
+            start.as_deref(),
+            weekday.as_deref(),
+        );
+        LockedPolicy { id, evaluated }
     }
 }
 
@@ -122,23 +118,26 @@ impl PgStore {
         let mut pre_read = false;
         for round in 0..2 {
             for _ in 0..=queues.len() {
-                let step = match self.claim_at_once(actor, queues, &excluded, lease_seconds).await? {
-                    Some(step) => step,
-                    None => self.claim_step_by_step(actor, queues, &excluded, lease_seconds).await?,
+                let mut tx = self.begin().await?;
+                let Some((candidate, policy)) = or_rollback!(tx, self.pick_candidate(&mut tx, queues, &excluded).await)
+                else {
+                    finish(tx, Ok(())).await?;
+                    break;
                 };
-                match step {
-                    Step::Empty => break,
-                    Step::Claimed(claimed) => {
+                match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, policy, lease_seconds).await) {
+                    Admission::Claimed(claimed) => {
+                        tx.commit().await.map_err(db_error)?;
                         self.counters
                             .claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
                         return Ok(ClaimNext::Claimed(claimed));
                     }
-                    Step::Refused { identity, reason } => {
-                        self.counters.refused(&identity.queue, reason);
+                    Admission::Refused { reason, .. } => {
+                        tx.rollback().await.map_err(db_error)?;
+                        self.counters.refused(&candidate.identity.queue, reason);
                         if mutants::active(Mutant::ClaimNextStopsAtFirstRefusal) {
                             return Ok(ClaimNext::Empty { deferred: vec![] });
                         }
-                        excluded.push(identity);
+                        excluded.push(candidate.identity);
                         if !pre_read && queues.len() > excluded.len() {
                             pre_read = true;
                             self.exclude_deferred(queues, &mut excluded).await?;
@@ -177,31 +176,6 @@ impl PgStore {
             return Ok(ClaimNext::Empty { deferred });
         }
         Ok(ClaimNext::Empty { deferred: vec![] })
-    }
-
-    /// Steps 1–6 as one transaction, statement by statement: the path every claim can take.
-    async fn claim_step_by_step(
-        &self,
-        actor: &Actor,
-        queues: &[QueueIdentity],
-        excluded: &[QueueIdentity],
-        lease_seconds: i64,
-    ) -> Result<Step> {
-        let mut tx = self.begin().await?;
-        let Some((candidate, policy)) = or_rollback!(tx, self.pick_candidate(&mut tx, queues, excluded).await) else {
-            finish(tx, Ok(())).await?;
-            return Ok(Step::Empty);
-        };
-        match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, policy, lease_seconds).await) {
-            Admission::Claimed(claimed) => {
-                tx.commit().await.map_err(db_error)?;
-                Ok(Step::Claimed(claimed))
-            }
-            Admission::Refused { reason, .. } => {
-                tx.rollback().await.map_err(db_error)?;
-                Ok(Step::Refused { identity: candidate.identity, reason })
-            }
-        }
     }
 
     /// Adds to `excluded` every queue an unlocked read shows deferred; one with pending work
@@ -272,16 +246,11 @@ impl PgStore {
             }
         };
         let Some(locked) = locked else {
-            self.known_policies.forget(&candidate.identity);
             let now = self.clock_after_lock(tx).await?;
             check_claimable(candidate, now)?;
             let (todo, _) = claim_locked(tx, actor, &candidate.id, now, lease_seconds, None).await?;
             return Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })));
         };
-        match &locked.evaluated {
-            Ok(policy) => self.known_policies.remember(&candidate.identity, &locked.id, &locked.stored, policy),
-            Err(_) => self.known_policies.forget(&candidate.identity),
-        }
         let policy = match &locked.evaluated {
             Ok(policy) => policy,
             Err(_) if mutants::active(Mutant::FailOpenUnknownZone) => {
@@ -327,7 +296,14 @@ impl PgStore {
                 }
                 Ok(Admission::Claimed(Box::new(Claimed {
                     todo,
-                    admission: Some(headroom(policy, &observed, window, used)),
+                    admission: Some(Headroom {
+                        max_in_flight: policy.max_in_flight,
+                        in_flight: observed.in_flight + 1,
+                        max_claims_per_window: policy.max_claims_per_window,
+                        used,
+                        remaining: policy.max_claims_per_window.zip(used).map(|(max, used)| (max - used).max(0)),
+                        window_resets_at: window.filter(|_| policy.charges()).map(|(_, end)| end),
+                    }),
                 })))
             }
         }
@@ -417,14 +393,19 @@ impl PgStore {
         let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
         let policy_lock = if mutants::active(Mutant::CheckOutsideLock) { "" } else { "FOR UPDATE" };
         let mut query = sqlx::query_as(composed_sql!(
-            "{} \
+            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
+             cand AS MATERIALIZED ( \
+               SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
+               WHERE {} AND NOT {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
+               ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1) \
              SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, p.id, p.max_in_flight, p.max_claims_per_window, \
                p.window_period, p.window_tz, p.window_start, p.window_weekday \
              FROM cand LEFT JOIN LATERAL ( \
                SELECT p.* FROM admission_policies p \
                WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
                {policy_lock}) p ON true",
-            candidate_ctes(&owner_groups_filter(&groups, 6), &identity_filter(2))
+            owner_groups_filter(&groups, 6),
+            identity_filter(2)
         ))
         .bind(self.now_param())
         .bind(&x_endpoint_ids)
@@ -514,53 +495,6 @@ enum FastPath {
     Empty,
     /// The oldest candidate's queue has a policy.
     Budgeted,
-}
-
-/// Step 1 of the budgeted `claim_next` as the opening CTEs of a statement: `clock` (at `$1`, or
-/// the database's clock) and `cand`, the oldest claimable todo among `queues_filter` and outside
-/// `excluded_filter`, locked `SKIP LOCKED`. Materialised, so the todo is locked before anything
-/// the statement locks after it.
-pub(super) fn candidate_ctes(queues_filter: &str, excluded_filter: &str) -> String {
-    format!(
-        "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
-         cand AS MATERIALIZED ( \
-           SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
-           WHERE {queues_filter} AND NOT {excluded_filter} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-           ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1)"
-    )
-}
-
-/// A policy row's stored columns, evaluated as every read evaluates them (REQ-9: a row that does
-/// not evaluate is the reason to refuse).
-pub(super) fn evaluate(
-    (max_in_flight, max_claims, period, tz, start, weekday): &StoredLimits,
-) -> std::result::Result<Policy, String> {
-    Policy::from_stored(
-        *max_in_flight,
-        *max_claims,
-        period.as_deref(),
-        tz.as_deref(),
-        start.as_deref(),
-        weekday.as_deref(),
-    )
-}
-
-/// The headroom a budgeted claim reports: the policy's limits, in flight with this claim, and the
-/// window's usage after its charge.
-pub(super) fn headroom(
-    policy: &Policy,
-    observed: &Observation,
-    window: Option<(DateTime<Utc>, DateTime<Utc>)>,
-    used: Option<i64>,
-) -> Headroom {
-    Headroom {
-        max_in_flight: policy.max_in_flight,
-        in_flight: observed.in_flight + 1,
-        max_claims_per_window: policy.max_claims_per_window,
-        used,
-        remaining: policy.max_claims_per_window.zip(used).map(|(max, used)| (max - used).max(0)),
-        window_resets_at: window.filter(|_| policy.charges()).map(|(_, end)| end),
-    }
 }
 
 fn unavailable() -> Admission {

@@ -24,9 +24,7 @@ macro_rules! or_rollback {
 
 mod admission;
 mod claim;
-mod claim_at_once;
 mod intake;
-mod known_policies;
 mod lifecycle;
 mod principals;
 mod store_impl;
@@ -67,8 +65,6 @@ pub struct PgStore {
     /// one-statement path that would only find that out again (a hint for speed only: both paths
     /// give the same answer).
     budgeted_hint: Arc<BudgetedHint>,
-    /// Policy rows this replica has locked and evaluated, for the one-statement budgeted claim.
-    known_policies: Arc<known_policies::KnownPolicies>,
 }
 
 /// A bounded set of queue-set fingerprints (see `PgStore::budgeted_hint`).
@@ -143,7 +139,6 @@ impl PgStore {
             reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
             budgeted_hint: Arc::default(),
-            known_policies: Arc::default(),
             intake_env: models::capacity::CapacityEnv::Unset,
         }
     }
