@@ -8,7 +8,7 @@
 //!   (b)  — a budgeted queue whose limits never bind;
 //!   (c)  — claim_next over 200 granted queues, 199 of them exhausted (with older pending work);
 //! and the ratios (a)/base, (b)/(a) and the latency ratio (c)/(a).
-//! Usage: cargo run --release -p engine --example bench_admission [-- SECONDS_PER_RUN]
+//! Usage: cargo run --release -p engine --example bench_admission [-- SECONDS_PER_RUN [CLAIMERS,...]]
 
 use engine::pg_store::{hash_token, new_token};
 use engine::testing::fresh_database;
@@ -55,7 +55,14 @@ struct Measured {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
-    println!("bench-admission: {seconds} s per run, claimers {CONCURRENCY:?}, throwaway PostgreSQL (fsync off)");
+    // An optional second argument picks the claimer counts, e.g. `16` or `1,16`.
+    let concurrency: Vec<usize> = std::env::args()
+        .nth(2)
+        .map(|list| {
+            list.split(',').map(|n| n.trim().parse().expect("claimer counts: numbers separated by commas")).collect()
+        })
+        .unwrap_or_else(|| CONCURRENCY.to_vec());
+    println!("bench-admission: {seconds} s per run, claimers {concurrency:?}, throwaway PostgreSQL (fsync off)");
     let mut results: Vec<(Path, usize, Measured)> = Vec::new();
     let mut report = |path: Path, claimers: usize, measured: Measured| {
         println!(
@@ -68,7 +75,7 @@ async fn main() {
         );
         results.push((path, claimers, measured));
     };
-    for claimers in CONCURRENCY {
+    for &claimers in &concurrency {
         // Base and (a) differ by one index lookup, less than this machine's run-to-run drift, so
         // they alternate REPEATS times and each reports its median run by throughput.
         let (mut base, mut no_policy) = (Vec::new(), Vec::new());
@@ -84,7 +91,7 @@ async fn main() {
     }
     let find = |path: Path, claimers: usize| results.iter().find(|r| r.0 == path && r.1 == claimers).map(|r| &r.2);
     println!();
-    for claimers in CONCURRENCY {
+    for &claimers in &concurrency {
         let (Some(base), Some(a), Some(b), Some(c)) = (
             find(Path::Base, claimers),
             find(Path::NoPolicy, claimers),

@@ -640,3 +640,120 @@ async fn req13_a_cancelled_claim_after_the_policy_lock_charges_nothing() {
     world.store.claim(&agent, &second.id, 60).await.expect("claimable as before");
     assert_eq!(charged(&world, &queue).await, 2);
 }
+
+// SPEC-0030 REQ-9: a row damaged after it admitted claims fails closed from the next claim on.
+#[tokio::test]
+async fn req9_a_policy_damaged_after_it_admitted_claims_fails_closed() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, daily_pacific(10)).await;
+    push_n(&world, &queue, 4).await;
+    for expected_used in 1..=2 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim"));
+        assert_eq!(got.admission.and_then(|a| a.used), Some(expected_used));
+    }
+    sqlx::query("UPDATE admission_policies SET window_tz = 'Mars/Olympus'")
+        .execute(world.store.pool())
+        .await
+        .expect("corrupt");
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    assert_eq!((waiting[0].reason, waiting[0].pending), (Reason::AdmissionUnavailable, 2));
+    assert_eq!(charged(&world, &queue).await, 2, "a refusal charges nothing");
+}
+
+// SPEC-0030 REQ-10: limits changed after claims were admitted take effect on the next claim,
+// both ways.
+#[tokio::test]
+async fn req10_a_changed_limit_applies_to_the_next_claim_in_both_directions() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    world.clock.set(at("2026-11-30T08:00:00-08:00"));
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, daily_pacific(3)).await;
+    push_n(&world, &queue, 6).await;
+    for _ in 0..2 {
+        claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim"));
+    }
+    set_policy(&world, &queue, daily_pacific(2)).await;
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("lowered"));
+    assert_eq!(waiting[0].reason, Reason::WindowExhausted);
+    set_policy(&world, &queue, daily_pacific(4)).await;
+    for expected_used in 3..=4 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("raised"));
+        assert_eq!(got.admission.map(|a| (a.used, a.max_claims_per_window)), Some((Some(expected_used), Some(4))));
+    }
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("spent again"));
+    assert_eq!(waiting[0].reason, Reason::WindowExhausted);
+    assert_eq!(charged(&world, &queue).await, 4);
+}
+
+// SPEC-0030 REQ-5 across a window boundary: each claim is charged to the window the clock is
+// in when it commits, and reports that window's end.
+#[tokio::test]
+async fn req5_claims_either_side_of_midnight_are_charged_to_their_own_windows() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    world.clock.set(at("2026-11-30T23:58:00-08:00"));
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, daily_pacific(5)).await;
+    push_n(&world, &queue, 5).await;
+    for expected_used in 1..=3 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("before midnight"));
+        assert_eq!(got.admission.and_then(|a| a.window_resets_at), Some(at("2026-12-01T00:00:00-08:00")));
+        assert_eq!(got.admission.and_then(|a| a.used), Some(expected_used));
+    }
+    world.clock.set(at("2026-12-01T00:00:00-08:00"));
+    for expected_used in 1..=2 {
+        let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("after midnight"));
+        assert_eq!(got.admission.and_then(|a| a.window_resets_at), Some(at("2026-12-02T00:00:00-08:00")));
+        assert_eq!(got.admission.and_then(|a| a.used), Some(expected_used));
+    }
+    let rows: Vec<(chrono::DateTime<chrono::Utc>, i32)> =
+        sqlx::query_as("SELECT window_start, used FROM admission_windows ORDER BY window_start")
+            .fetch_all(world.store.pool())
+            .await
+            .expect("usage rows");
+    assert_eq!(rows, vec![(at("2026-11-30T00:00:00-08:00"), 3), (at("2026-12-01T00:00:00-08:00"), 2)]);
+}
+
+// SPEC-0030 REQ-13 for claim_next: a claim cancelled while it waits for the policy lock charges
+// nothing and claims nothing once the lock comes free (the database must not finish it for a
+// caller that is gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req13_a_claim_next_cancelled_while_waiting_for_the_policy_lock_charges_nothing() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, daily_pacific(10)).await;
+    push_n(&world, &queue, 3).await;
+    claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim"));
+    assert_eq!(charged(&world, &queue).await, 1);
+
+    let mut holder = world.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT id FROM admission_policies FOR UPDATE").execute(&mut *holder).await.expect("hold policy lock");
+    let queues = granted(&agent);
+    let waiting = world.store.claim_next(&agent, &queues, 60);
+    let cancelled = tokio::time::timeout(std::time::Duration::from_millis(500), waiting).await;
+    assert!(cancelled.is_err(), "the claim was waiting for the policy lock, and is now cancelled");
+    holder.rollback().await.expect("rollback");
+
+    // Wait until nothing holds the policy row any more, then nothing may have changed.
+    let mut freed = false;
+    for _ in 0..100 {
+        let mut probe = world.store.pool().begin().await.expect("begin");
+        let locked = sqlx::query("SELECT id FROM admission_policies FOR UPDATE NOWAIT").execute(&mut *probe).await;
+        probe.rollback().await.expect("rollback");
+        if locked.is_ok() {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(freed, "the cancelled claim's policy lock was released");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(charged(&world, &queue).await, 1, "the cancelled claim charged nothing");
+    let claimed_now: i64 = sqlx::query_scalar("SELECT count(*) FROM todos WHERE state = 'claimed'")
+        .fetch_one(world.store.pool())
+        .await
+        .expect("count");
+    assert_eq!(claimed_now, 1, "the cancelled claim claimed nothing");
+    let next = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim"));
+    assert_eq!(next.admission.and_then(|a| a.used), Some(2));
+}
