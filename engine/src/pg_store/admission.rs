@@ -152,11 +152,12 @@ impl PgStore {
             .await
             .map_err(db_error)?
         };
+        let usage: std::collections::HashMap<String, i32> = usage.into_iter().collect();
         Ok(rows
             .into_iter()
             .zip(policies)
             .map(|(row, policy)| {
-                let used = usage.iter().find(|(id, _)| id == &row.0).map_or(0, |(_, used)| i64::from(*used));
+                let used = usage.get(&row.0).map_or(0, |used| i64::from(*used));
                 let status = match &policy {
                     Ok(policy) => admission::status(
                         policy,
