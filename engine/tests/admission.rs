@@ -734,20 +734,24 @@ async fn req13_a_claim_next_cancelled_while_waiting_for_the_policy_lock_charges_
     assert!(cancelled.is_err(), "the claim was waiting for the policy lock, and is now cancelled");
     holder.rollback().await.expect("rollback");
 
-    // Wait until nothing holds the policy row any more, then nothing may have changed.
-    let mut freed = false;
-    for _ in 0..100 {
-        let mut probe = world.store.pool().begin().await.expect("begin");
-        let locked = sqlx::query("SELECT id FROM admission_policies FOR UPDATE NOWAIT").execute(&mut *probe).await;
-        probe.rollback().await.expect("rollback");
-        if locked.is_ok() {
-            freed = true;
+    // Wait until every other session of this database is idle: the cancelled claim's statement
+    // has ended, whichever way. Then nothing may have changed.
+    let mut settled = false;
+    for _ in 0..200 {
+        let busy: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+               AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state <> 'idle'",
+        )
+        .fetch_one(world.store.pool())
+        .await
+        .expect("sessions");
+        if busy == 0 {
+            settled = true;
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    assert!(freed, "the cancelled claim's policy lock was released");
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(settled, "the cancelled claim's session went idle");
     assert_eq!(charged(&world, &queue).await, 1, "the cancelled claim charged nothing");
     let claimed_now: i64 = sqlx::query_scalar("SELECT count(*) FROM todos WHERE state = 'claimed'")
         .fetch_one(world.store.pool())

@@ -137,6 +137,13 @@ impl Todo {
     pub fn is_takeover_at(&self, now: DateTime<Utc>) -> bool {
         self.state == TodoState::Claimed && self.lease_expires_at.is_some_and(|lease| lease < now)
     }
+
+    /// Whether this todo occupies its idempotency key's slot (the partial unique index on live
+    /// keys): it has a key, and is neither done nor dead-lettered. Discarded todos keep theirs
+    /// (intake-capacity.md).
+    pub fn holds_dedup_slot(&self) -> bool {
+        self.idempotency_key.is_some() && self.state != TodoState::Done && !self.dead_letter()
+    }
 }
 
 /// What a creation path hands the store. The identity is already resolved and authorised.

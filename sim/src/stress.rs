@@ -530,20 +530,6 @@ fn newest_modification(path: &Path, depth: usize) -> Option<std::time::SystemTim
     std::fs::read_dir(path).ok()?.filter_map(Result::ok).filter_map(|e| newest_modification(&e.path(), depth + 1)).max()
 }
 
-/// A small deterministic generator (splitmix64) for the agents' choices; the run itself is not
-/// deterministic (real threads, real time), only what each agent decides to try.
-struct Choices(u64);
-
-impl Choices {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n.max(1)
-    }
-}
-
 struct Endpoint {
     slug: String,
     token: String,
@@ -731,7 +717,8 @@ fn queue_key(item: &Value) -> String {
 
 /// One agent: claim, then do something with the claim, until `stop`.
 async fn claim_loop(claimer: usize, world: &World, config: &StressConfig, tally: &Mutex<Tally>, stop: &AtomicBool) {
-    let mut choices = Choices(config.seed.wrapping_mul(1_000_003).wrapping_add(claimer as u64));
+    // The agents' choices are seeded (the run itself is not deterministic: real threads, real time).
+    let mut choices = crate::faults::Rng::new(config.seed.wrapping_mul(1_000_003).wrapping_add(claimer as u64));
     let endpoint = &world.endpoints[claimer % world.endpoints.len()];
     let lease = config.lease_seconds;
     let mut step = claimer;
@@ -806,7 +793,7 @@ async fn named_claim(
     base: &str,
     endpoint: &Endpoint,
     lease: i64,
-    choices: &mut Choices,
+    choices: &mut crate::faults::Rng,
     tally: &Mutex<Tally>,
 ) -> Option<Value> {
     let now = chrono::Utc::now();

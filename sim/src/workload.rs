@@ -16,6 +16,10 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How long a claim waits before its client gives up (the client-cancellation fault). Only these
+/// give-ups count as cancellations; other timeouts come from partitions and crashes.
+const CANCEL_AFTER: Duration = Duration::from_millis(15);
+
 pub(crate) const LEASE_SECONDS: i64 = 20;
 pub(crate) const WEBHOOK_SECRET: &str = "whsec_c2ltdWxhdGlvbi1zZWNyZXQtMDEyMzQ1Njc4OQ==";
 /// The owner writes at most this many policies per run.
@@ -96,7 +100,7 @@ impl Caller {
             reply = net::send(&replica, request, timeout).await;
             match &reply {
                 Reply::Network(problem) => {
-                    if problem == "timed out" {
+                    if problem == "timed out" && timeout == CANCEL_AFTER {
                         self.trace.cancelled();
                     }
                     self.trace
@@ -250,7 +254,7 @@ pub(crate) async fn agent(
             continue;
         } else {
             // One claim in twenty gives up almost at once: the client cancels mid-claim.
-            let timeout = if caller.cancels && rng.chance(50) { Duration::from_millis(15) } else { patient };
+            let timeout = if caller.cancels && rng.chance(50) { CANCEL_AFTER } else { patient };
             let reply = caller
                 .tool(&mut rng, &slug, &key, "claim_next", json!({"lease_ttl_seconds": LEASE_SECONDS}), timeout)
                 .await;

@@ -150,15 +150,23 @@ impl Coverage {
             coverage.redeliveries_deduped += u64::from(line.contains("deliver ") && line.contains("deduped=true"));
             coverage.foreign_probes += u64::from(line.contains("claim of another owner's todo"));
         }
-        let mut held: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        // A takeover is a claim of a todo whose previous claim neither ended nor was reaped (its
+        // lease lapsed and another claimer took it over).
+        let mut held: std::collections::BTreeMap<&str, Option<DateTime<Utc>>> = std::collections::BTreeMap::new();
         for event in ledger {
             match event {
-                Event::Claimed { id, .. } => {
-                    coverage.takeovers += u64::from(!held.insert(id.as_str()));
+                Event::Claimed { id, lease_expires_at, .. } => {
+                    coverage.takeovers += u64::from(held.insert(id.as_str(), *lease_expires_at).is_some());
+                }
+                Event::Heartbeat { id, lease_expires_at } => {
+                    if let Some(lease) = held.get_mut(id.as_str()) {
+                        *lease = *lease_expires_at;
+                    }
                 }
                 Event::Ended { id, .. } => {
                     held.remove(id.as_str());
                 }
+                Event::Reaped { at, .. } => held.retain(|_, lease| !lease.is_some_and(|lease| lease < *at)),
                 _ => {}
             }
         }

@@ -246,18 +246,12 @@ impl PgStore {
             }
         };
         let Some(locked) = locked else {
-            let now = self.clock_after_lock(tx).await?;
-            check_claimable(candidate, now)?;
-            let (todo, _) = claim_locked(tx, actor, &candidate.id, now, lease_seconds, None).await?;
-            return Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })));
+            return self.claim_unbudgeted(tx, actor, candidate, lease_seconds).await;
         };
         let policy = match &locked.evaluated {
             Ok(policy) => policy,
             Err(_) if mutants::active(Mutant::FailOpenUnknownZone) => {
-                let now = self.clock_after_lock(tx).await?;
-                check_claimable(candidate, now)?;
-                let (todo, _) = claim_locked(tx, actor, &candidate.id, now, lease_seconds, None).await?;
-                return Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })));
+                return self.claim_unbudgeted(tx, actor, candidate, lease_seconds).await;
             }
             Err(problem) => {
                 // A named todo that is not claimable anyway (done, held) says so first, as it
@@ -309,6 +303,21 @@ impl PgStore {
         }
     }
 
+    /// The base claim of a locked candidate whose queue has no policy: no admission lock, nothing
+    /// charged.
+    async fn claim_unbudgeted(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        actor: &Actor,
+        candidate: &Candidate,
+        lease_seconds: i64,
+    ) -> Result<Admission> {
+        let now = self.clock_after_lock(tx).await?;
+        check_claimable(candidate, now)?;
+        let (todo, _) = claim_locked(tx, actor, &candidate.id, now, lease_seconds, None).await?;
+        Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })))
+    }
+
     /// Step 4: the clock (read after the policy lock), the in-flight count without the candidate,
     /// the earliest lease among them, and the usage of the window containing that clock reading.
     /// This must be its own statement, after the lock statement: under READ COMMITTED a
@@ -324,14 +333,17 @@ impl PgStore {
         // Guess the window from this host's clock so one round trip usually suffices; if the
         // database's clock lands in another window, read that window's usage as well.
         let guess = policy.window.as_ref().map(|w| w.window_containing(self.clock.now()));
+        // The in-flight-across-queues seeded bug widens the count in the SQL text, so the
+        // production statement stays exactly the indexed one.
+        let same_queue = if mutants::active(Mutant::InFlightAcrossQueues) { "true" } else { "t.queue = $4" };
         let (now, in_flight, earliest, used): (DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<i32>) =
-            sqlx::query_as(
+            sqlx::query_as(composed_sql!(
                 "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
                (SELECT w.used FROM admission_windows w WHERE w.policy_id = $5 AND w.window_start = $6) \
              FROM (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
-                   WHERE t.state = 'claimed' AND (t.queue = $4 OR $8) AND t.id <> $7 \
-                     AND (t.endpoint_id = $2 OR t.team_id = $3)) f",
-            )
+                   WHERE t.state = 'claimed' AND {same_queue} AND t.id <> $7 \
+                     AND (t.endpoint_id = $2 OR t.team_id = $3)) f"
+            ))
             .bind(self.now_param())
             .bind(candidate.identity.endpoint_id())
             .bind(candidate.identity.team_id())
@@ -339,7 +351,6 @@ impl PgStore {
             .bind(policy_id)
             .bind(guess.map(|(start, _)| start))
             .bind(if mutants::active(Mutant::TakeoverCountsItself) { "" } else { candidate.id.as_str() })
-            .bind(mutants::active(Mutant::InFlightAcrossQueues))
             .fetch_one(&mut **tx)
             .await
             .map_err(db_error)?;

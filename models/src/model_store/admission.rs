@@ -53,17 +53,6 @@ impl PolicyRow {
     }
 }
 
-/// `ORDER BY p.endpoint_id, p.team_id, p.queue`: NULLs last, text bytewise.
-fn identity_order(identity: &QueueIdentity) -> (bool, Option<&str>, bool, Option<&str>, &str) {
-    (
-        identity.endpoint_id().is_none(),
-        identity.endpoint_id(),
-        identity.team_id().is_none(),
-        identity.team_id(),
-        &identity.queue,
-    )
-}
-
 impl ModelStore {
     /// REQ-6, REQ-7: status of each identity in `identities` that has a policy.
     pub(super) fn admissions_of(
@@ -101,7 +90,9 @@ impl ModelStore {
     ) -> Vec<QueueAdmission> {
         let now = self.clock.now();
         let mut rows: Vec<&PolicyRow> = state.policies.iter().filter(|p| matches(p)).collect();
-        rows.sort_by(|a, b| identity_order(&a.identity).cmp(&identity_order(&b.identity)));
+        // `ORDER BY p.endpoint_id, p.team_id, p.queue` (NULLs last, text bytewise) is the derived
+        // order of `QueueIdentity`: endpoints before teams, then by id, then by queue.
+        rows.sort_by(|a, b| a.identity.cmp(&b.identity));
         rows.into_iter().map(|row| self.evaluate_row(state, row, now, pending)).collect()
     }
 
@@ -201,19 +192,15 @@ impl ModelStore {
             created_at: now,
             updated_at: now,
         };
-        let policy_id = match existing {
-            Some(stored) => {
-                *stored = PolicyRow { id: stored.id.clone(), created_at: stored.created_at, ..row };
-                stored.id.clone()
-            }
+        match existing {
+            Some(stored) => *stored = PolicyRow { id: stored.id.clone(), created_at: stored.created_at, ..row },
             None => {
                 let id = state.next_id("ap");
-                state.policies.push(PolicyRow { id: id.clone(), ..row });
-                id
+                state.policies.push(PolicyRow { id, ..row });
             }
-        };
+        }
         let action = if before.is_some() { "update" } else { "create" };
-        state.append_audit(&policy_id, identity, actor, action, before, Some(policy.to_json()), now);
+        state.append_audit(identity, actor, action, before, Some(policy.to_json()), now);
         // Read back as any later reader sees it (PgStore reads after commit, at a fresh clock).
         self.admissions_of(&state, std::slice::from_ref(identity), Pending::Count)
             .pop()
@@ -227,10 +214,8 @@ impl ModelStore {
         let Some(before) = state.policy_of(identity).map(PolicyRow::raw_json) else {
             return Err(Error::not_found());
         };
-        let ids = state.delete_policies(|p| &p.identity == identity);
-        for id in ids {
-            state.append_audit(&id, identity, actor, "delete", Some(before.clone()), None, now);
-        }
+        state.delete_policies(|p| &p.identity == identity);
+        state.append_audit(identity, actor, "delete", Some(before), None, now);
         Ok(())
     }
 
@@ -250,10 +235,8 @@ impl ModelStore {
 }
 
 impl State {
-    #[allow(clippy::too_many_arguments)]
     fn append_audit(
         &mut self,
-        policy_id: &str,
         identity: &QueueIdentity,
         actor: &PolicyActor,
         action: &str,
@@ -261,7 +244,6 @@ impl State {
         after: Option<Value>,
         at: DateTime<Utc>,
     ) {
-        debug_assert!(!policy_id.is_empty());
         self.audit.push(super::AuditRow {
             identity: identity.clone(),
             record: AuditRecord {

@@ -85,8 +85,8 @@ impl ModelStore {
     }
 
     /// Retry now: a failed todo back to pending with a fresh attempt budget (REQ-3: a later claim
-    /// is charged again). A dead letter whose idempotency key another live todo holds violates
-    /// the dedup index, which `PgStore` reports as an internal database error.
+    /// is charged again). A dead letter whose idempotency key another live todo holds cannot come
+    /// back under that key: `conflict`, as `PgStore` maps the dedup index's violation.
     pub(super) fn retry_now_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
         let mut state = self.lock();
         let todo = state.todos.get(id).ok_or_else(Error::not_found)?;
@@ -95,14 +95,8 @@ impl ModelStore {
             return Err(Error::conflict_state("only a failed todo can be retried", todo.state.as_str()));
         }
         let now = self.clock.now();
-        let slot_taken = todo.next_retry_at.is_none()
-            && todo.idempotency_key.is_some()
-            && state.todos.values().any(|other| {
-                other.id != todo.id
-                    && other.identity == todo.identity
-                    && other.idempotency_key == todo.idempotency_key
-                    && holds_dedup_slot(other)
-            });
+        let slot_taken = todo.dead_letter()
+            && todo.idempotency_key.as_deref().is_some_and(|key| state.live_holder(&todo.identity, key).is_some());
         if slot_taken {
             return Err(crate::todo::retry_slot_taken());
         }
@@ -124,12 +118,8 @@ impl ModelStore {
     pub(super) fn reap_tx(&self) -> SweepReport {
         let mut state = self.lock();
         let now = self.clock.now();
-        let lapsed: Vec<String> = state
-            .todos
-            .values()
-            .filter(|t| t.state == TodoState::Claimed && t.lease_expires_at.is_some_and(|lease| lease < now))
-            .map(|t| t.id.clone())
-            .collect();
+        let lapsed: Vec<String> =
+            state.todos.values().filter(|t| t.is_takeover_at(now)).map(|t| t.id.clone()).collect();
         let mut report = SweepReport::default();
         for id in lapsed {
             if let Some(todo) = state.todos.get_mut(&id) {
@@ -168,12 +158,4 @@ impl ModelStore {
         }
         requeued
     }
-}
-
-/// Whether a todo occupies its idempotency key's slot (the partial unique index): live = not
-/// done and not dead-lettered. Discarded todos keep theirs (intake-capacity.md).
-pub(super) fn holds_dedup_slot(todo: &Todo) -> bool {
-    todo.idempotency_key.is_some()
-        && todo.state != TodoState::Done
-        && (todo.state != TodoState::Failed || todo.next_retry_at.is_some())
 }

@@ -205,23 +205,21 @@ impl ModelStore {
         true
     }
 
-    /// Stores the raw intake setting, valid or not (a corrupt value counts as unset).
-    pub fn store_capacity_setting_raw(&self, value: Value) {
-        self.lock().settings.insert(crate::capacity::CAPACITY_SETTING_KEY.to_string(), value);
-    }
-
-    /// A todo's attempt history, oldest first, for invariant checks.
-    pub fn attempts(&self, todo_id: &str) -> Vec<Attempt> {
+    #[cfg(test)]
+    /// A todo's attempt history, oldest first (the model's own tests read it).
+    pub(crate) fn attempts(&self, todo_id: &str) -> Vec<Attempt> {
         self.lock().attempts.get(todo_id).cloned().unwrap_or_default()
     }
 
-    /// Every remove, clear and purge so far, oldest first.
-    pub fn cancellations(&self) -> Vec<Cancellation> {
+    #[cfg(test)]
+    /// Every remove, clear and purge so far, oldest first (the model's own tests read it).
+    pub(crate) fn cancellations(&self) -> Vec<Cancellation> {
         self.lock().cancellations.clone()
     }
 
-    /// Units charged per (queue identity, window start), for the charging invariants (REQ-3).
-    pub fn window_usage(&self) -> Vec<(QueueIdentity, DateTime<Utc>, i64)> {
+    #[cfg(test)]
+    /// Units charged per (queue identity, window start) (the model's own tests read it).
+    pub(crate) fn window_usage(&self) -> Vec<(QueueIdentity, DateTime<Utc>, i64)> {
         let state = self.lock();
         let mut usage = Vec::new();
         for ((policy_id, window_start), used) in &state.usage {
@@ -304,11 +302,10 @@ impl State {
     }
 
     /// Deletes policies matching `doomed`, and their usage rows (`ON DELETE CASCADE`).
-    fn delete_policies(&mut self, doomed: impl Fn(&PolicyRow) -> bool) -> Vec<String> {
+    fn delete_policies(&mut self, doomed: impl Fn(&PolicyRow) -> bool) {
         let ids: Vec<String> = self.policies.iter().filter(|p| doomed(p)).map(|p| p.id.clone()).collect();
         self.policies.retain(|p| !ids.contains(&p.id));
         self.usage.retain(|(policy_id, _), _| !ids.contains(policy_id));
-        ids
     }
 }
 

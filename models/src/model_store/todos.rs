@@ -7,7 +7,6 @@
 //! Governing: base-system §2 (create, dedup), intake-capacity.md (`queue_full`); SPEC-0030 REQ-6
 //! (a deferred todo keeps its dedup slot).
 
-use super::lifecycle::holds_dedup_slot;
 use super::{ModelStore, State, database_error};
 use crate::error::{Code, Error, Result};
 use crate::identity::QueueIdentity;
@@ -70,7 +69,9 @@ impl State {
     /// Inserts a todo created at `now`, deduping on the idempotency key among live todos. With
     /// a `capacity` (> 0) a dedup hit is answered first and never capped, then the count decides.
     pub(super) fn create_in(&mut self, new: &NewTodo, now: DateTime<Utc>, capacity: i64) -> Result<Created> {
-        if let Some(existing) = self.live_duplicate(new) {
+        if let Some(existing) =
+            new.idempotency_key.as_deref().and_then(|key| self.live_holder(&new.identity, key)).cloned()
+        {
             return Ok(Created { todo: existing, deduped: true });
         }
         if capacity > 0 {
@@ -106,13 +107,11 @@ impl State {
         Ok(Created { todo, deduped: false })
     }
 
-    /// The live todo holding `new`'s idempotency key in its queue identity, if any.
-    fn live_duplicate(&self, new: &NewTodo) -> Option<Todo> {
-        let key = new.idempotency_key.as_ref()?;
+    /// The live todo holding `key` in `identity` (the slot the partial unique index guards), if any.
+    pub(super) fn live_holder(&self, identity: &QueueIdentity, key: &str) -> Option<&Todo> {
         self.todos
             .values()
-            .find(|t| t.identity == new.identity && t.idempotency_key.as_ref() == Some(key) && holds_dedup_slot(t))
-            .cloned()
+            .find(|t| &t.identity == identity && t.idempotency_key.as_deref() == Some(key) && t.holds_dedup_slot())
     }
 
     /// `queue_full` when the identity already holds `max` pending todos.
