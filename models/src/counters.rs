@@ -23,6 +23,12 @@ pub struct Snapshot {
     pub intake_refusals: BTreeMap<(String, String), u64>,
     /// Owner cancellations by (queue, action), action `remove` or `clear`.
     pub discarded: BTreeMap<(String, String), u64>,
+    /// Doorbells decided by this process, by reason (REQ-8).
+    pub rings: BTreeMap<crate::push::RingReason, u64>,
+    /// Notify hook calls sent by this process, by outcome.
+    pub hook_calls: BTreeMap<&'static str, u64>,
+    /// Deferred queue identities this process rang open again (REQ-8).
+    pub reopens: u64,
 }
 
 #[derive(Debug, Default)]
@@ -66,6 +72,20 @@ impl Counters {
     pub fn discarded(&self, queue: &str, action: &str, count: u64) {
         if count > 0 {
             self.with(|c| *c.discarded.entry((queue.to_string(), action.to_string())).or_default() += count);
+        }
+    }
+
+    pub fn rung(&self, reason: crate::push::RingReason) {
+        self.with(|c| *c.rings.entry(reason).or_default() += 1);
+    }
+
+    pub fn hook_called(&self, outcome: &'static str) {
+        self.with(|c| *c.hook_calls.entry(outcome).or_default() += 1);
+    }
+
+    pub fn reopened(&self, count: u64) {
+        if count > 0 {
+            self.with(|c| c.reopens += count);
         }
     }
 

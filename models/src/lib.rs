@@ -12,6 +12,8 @@ pub mod identity;
 pub mod lock_model;
 pub mod model_store;
 pub mod mutants;
+pub mod presence;
+pub mod push;
 pub mod reference;
 pub mod scope;
 pub mod store;

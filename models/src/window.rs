@@ -295,7 +295,7 @@ fn window_around(starts_utc: &[DateTime<Utc>], t: DateTime<Utc>) -> Option<(Date
 }
 
 /// The first instant at which the wall clock in `tz` reads `wall` or later.
-fn first_instant_reading(tz: Tz, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
+pub(crate) fn first_instant_reading(tz: Tz, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
     match tz.from_local_datetime(&wall) {
         LocalResult::Single(instant) => Some(instant.to_utc()),
         // The clock reached the anchor on its first pass; the repeat is the same window's.
@@ -318,7 +318,8 @@ fn last_weekday_on_or_before(date: NaiveDate, weekday: Weekday) -> Option<NaiveD
 }
 
 /// Exactly `HH:MM`: two ASCII digits each, so "7:00" and "+7:00" are refused, not guessed at.
-fn parse_hhmm(text: &str) -> Option<NaiveTime> {
+/// Shifts (`presence`) read their times with it too.
+pub(crate) fn parse_hhmm(text: &str) -> Option<NaiveTime> {
     let [h1, h2, b':', m1, m2] = *text.as_bytes() else {
         return None;
     };
