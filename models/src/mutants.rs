@@ -32,10 +32,19 @@ pub enum Mutant {
     ClaimNextStopsAtFirstRefusal,
     /// Decides as if the window had no usage yet (REQ-4).
     IgnoreUsage,
+    /// Pushes for new and requeued work without asking whether its queue identity is deferred
+    /// (REQ-8). Hooked in the model store only.
+    PushWhileDeferred,
+    /// Rings work without consuming its `push_due` row, so every replica's pass rings it again
+    /// (REQ-8: each push is decided once). Hooked in the model store only.
+    RingPerReplica,
+    /// Never leases a hook call again once a replica leased it, so a call whose sender crashed
+    /// is never sent (SPEC-0024: the outbox loses nothing). Hooked in the model store only.
+    HookLostOnCrash,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 10] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -46,6 +55,9 @@ impl Mutant {
         Mutant::InFlightAcrossQueues,
         Mutant::ClaimNextStopsAtFirstRefusal,
         Mutant::IgnoreUsage,
+        Mutant::PushWhileDeferred,
+        Mutant::RingPerReplica,
+        Mutant::HookLostOnCrash,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,7 +72,16 @@ impl Mutant {
             Mutant::InFlightAcrossQueues => "in-flight-across-queues",
             Mutant::ClaimNextStopsAtFirstRefusal => "claim-next-stops-at-first-refusal",
             Mutant::IgnoreUsage => "decide-ignoring-usage",
+            Mutant::PushWhileDeferred => "push-while-deferred",
+            Mutant::RingPerReplica => "one-ring-per-replica",
+            Mutant::HookLostOnCrash => "hook-lost-on-crash",
         }
+    }
+
+    /// Whether the bug is hooked only in the reference `ModelStore` (the push pipeline's bugs):
+    /// those are hunted on model runs, since a PostgreSQL run never contains them.
+    pub fn model_store_only(self) -> bool {
+        matches!(self, Mutant::PushWhileDeferred | Mutant::RingPerReplica | Mutant::HookLostOnCrash)
     }
 }
 

@@ -198,6 +198,33 @@ pub struct SweepReport {
     pub dead_lettered: u64,
 }
 
+/// An endpoint's presence as the presence verbs and API show it (SPEC-0022).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresenceView {
+    pub endpoint_id: String,
+    pub effective: crate::presence::Effective,
+    pub shift: Option<crate::presence::Shift>,
+    pub override_: Option<crate::presence::Override>,
+    /// Push-eligible pending todos in the endpoint's admitted queues.
+    pub pending: i64,
+}
+
+/// Who set a presence override: the agent itself (`clock_in`/`clock_out`) or its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverrideBy {
+    Agent,
+    Operator,
+}
+
+impl OverrideBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverrideBy::Agent => "agent",
+            OverrideBy::Operator => "operator",
+        }
+    }
+}
+
 pub trait Store: Clone + Send + Sync + 'static {
     /// What this process's store committed and refused, for `/metrics`.
     fn counters(&self) -> &crate::counters::Counters;
@@ -342,4 +369,89 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn requeue_due_retries(&self) -> impl Future<Output = Result<u64>> + Send;
     /// Drops usage rows older than the retention (35 days, REQ-1).
     fn prune_usage(&self) -> impl Future<Output = Result<u64>> + Send;
+
+    // Push (SPEC-0030 REQ-8; docs/push.md). Every push is decided here, once, in a transaction;
+    // replicas only deliver what was decided.
+    /// Opens an MCP session for an endpoint (`initialize`) and answers its id.
+    fn open_session(&self, endpoint_id: &str) -> impl Future<Output = Result<String>> + Send;
+    /// A stream opened on `replica_id` for a session: false when the session is not this
+    /// endpoint's (or is gone).
+    fn attach_session(
+        &self,
+        endpoint_id: &str,
+        session_id: &str,
+        replica_id: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// The stream closed (only if `replica_id` still holds it).
+    fn detach_session(&self, session_id: &str, replica_id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Marks the sessions whose streams a replica holds as alive, and answers those of them that
+    /// must close (the session or its endpoint is gone or revoked).
+    fn refresh_sessions(
+        &self,
+        replica_id: &str,
+        session_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// Doorbells of a session after stream event `after_seq`, oldest first (`Last-Event-ID`).
+    fn rings_since(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+    ) -> impl Future<Output = Result<Vec<crate::push::Ring>>> + Send;
+    /// Decides the pushes of work that entered pending (created, requeued) and was not yet
+    /// decided: a doorbell to one session and a call per hook, or nothing while the queue
+    /// identity is deferred (then the reopen sweep watches it) or the endpoint is out.
+    fn dispatch_pushes(&self) -> impl Future<Output = Result<crate::push::PushReport>> + Send;
+    /// Claimers of these identities were told to wait: the reopen sweep watches them.
+    fn watch_reopen(&self, identities: &[QueueIdentity]) -> impl Future<Output = Result<()>> + Send;
+    /// The reopen sweep (REQ-8): each watched identity that admits claims again is rung once per
+    /// endpoint and queue with pending work (presence permitting), and no longer watched.
+    fn reopen_sweep(&self) -> impl Future<Output = Result<crate::push::PushReport>> + Send;
+    /// The doorbell heartbeat: re-rings a few unclaimed todos on their schedule.
+    fn heartbeat_sweep(&self) -> impl Future<Output = Result<crate::push::PushReport>> + Send;
+    /// Acts on presence changes (won once across replicas); out to in rings one digest.
+    fn presence_sweep(&self) -> impl Future<Output = Result<crate::push::PushReport>> + Send;
+    /// A stream (re)attached: one reconnect digest if work waits (at most one per cooldown).
+    fn reconnect_digest(
+        &self,
+        endpoint_id: &str,
+        session_id: &str,
+    ) -> impl Future<Output = Result<crate::push::PushReport>> + Send;
+    fn presence(&self, endpoint_id: &str) -> impl Future<Output = Result<PresenceView>> + Send;
+    /// Sets (Some) or clears (None) the presence override.
+    fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<crate::presence::Override>,
+        by: OverrideBy,
+    ) -> impl Future<Output = Result<PresenceView>> + Send;
+    fn set_shift(
+        &self,
+        endpoint_id: &str,
+        shift: Option<crate::presence::Shift>,
+    ) -> impl Future<Output = Result<PresenceView>> + Send;
+    /// Adds a notify hook (at most `HOOKS_PER_ENDPOINT_MAX`; `conflict` past it).
+    fn add_hook(
+        &self,
+        endpoint_id: &str,
+        url: &str,
+        secret: &str,
+        ignore_presence: bool,
+    ) -> impl Future<Output = Result<crate::push::NotifyHook>> + Send;
+    fn list_hooks(&self, endpoint_id: &str) -> impl Future<Output = Result<Vec<crate::push::NotifyHook>>> + Send;
+    /// A hook with its secret, for the owner's test call (`not_found` if not this endpoint's).
+    fn hook_for_test(
+        &self,
+        endpoint_id: &str,
+        hook_id: &str,
+    ) -> impl Future<Output = Result<(crate::push::NotifyHook, String)>> + Send;
+    fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Leases due hook calls to a replica for sending (rate limit per hook applied).
+    fn take_hook_calls(&self, replica_id: &str) -> impl Future<Output = Result<Vec<crate::push::HookCall>>> + Send;
+    /// Records how a leased call went (ignored if the lease was lost).
+    fn finish_hook_call(
+        &self,
+        call_id: i64,
+        replica_id: &str,
+        outcome: &crate::push::HookOutcome,
+    ) -> impl Future<Output = Result<()>> + Send;
 }

@@ -192,7 +192,10 @@ impl PgStore {
                    FROM lapsed, clock WHERE t.id = lapsed.id RETURNING t.id, t.state), \
                  closed AS ( \
                    UPDATE todo_attempts a SET ended_at = clock.now, outcome = 'reaped' FROM reaped, clock \
-                   WHERE a.todo_id = reaped.id AND a.ended_at IS NULL) \
+                   WHERE a.todo_id = reaped.id AND a.ended_at IS NULL), \
+                 push AS ( \
+                   INSERT INTO push_due (todo_id, reason, at) \
+                   SELECT reaped.id, 'requeued', clock.now FROM reaped, clock WHERE reaped.state = 'pending') \
                  SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'failed') FROM reaped",
             )
             .bind(self.now_param())
@@ -212,20 +215,24 @@ impl PgStore {
     pub(crate) async fn requeue_due_retries_tx(&self) -> Result<u64> {
         let mut requeued = 0;
         loop {
-            let batch = sqlx::query(
+            let batch: i64 = sqlx::query_scalar(
                 "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
                  due AS ( \
                    SELECT t.id FROM todos t, clock WHERE t.state = 'failed' AND t.next_retry_at <= clock.now \
-                     AND t.attempt < t.max_attempts ORDER BY t.next_retry_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED) \
-                 UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, next_retry_at = NULL, \
-                   updated_at = clock.now FROM due, clock WHERE t.id = due.id",
+                     AND t.attempt < t.max_attempts ORDER BY t.next_retry_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
+                 requeued AS ( \
+                   UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, next_retry_at = NULL, \
+                     updated_at = clock.now FROM due, clock WHERE t.id = due.id RETURNING t.id), \
+                 push AS ( \
+                   INSERT INTO push_due (todo_id, reason, at) SELECT requeued.id, 'requeued', clock.now FROM requeued, clock) \
+                 SELECT count(*) FROM requeued",
             )
             .bind(self.now_param())
             .bind(SWEEP_BATCH_MAX)
-            .execute(&self.pool)
+            .fetch_one(&self.pool)
             .await
-            .map_err(db_error)?
-            .rows_affected();
+            .map_err(db_error)?;
+            let batch = batch as u64;
             requeued += batch;
             if (batch as i64) < SWEEP_BATCH_MAX {
                 return Ok(requeued);

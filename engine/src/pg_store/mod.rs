@@ -24,9 +24,11 @@ macro_rules! or_rollback {
 
 mod admission;
 mod claim;
+mod hooks;
 mod intake;
 mod lifecycle;
 mod principals;
+mod push;
 mod store_impl;
 mod todos;
 mod webhooks;
@@ -44,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use principals::{BootstrapError, hash_token, new_token};
+pub use push::{PUSH_CHANNEL, ring_announcement};
 
 /// The migrations in `migrations/`, compiled into the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

@@ -4,11 +4,14 @@ use super::PgStore;
 use models::admission::Policy;
 use models::error::Result;
 use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::presence::{Override, Shift};
+use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach};
 use models::store::{
     AgentLookup, AuditRecord, ClaimNext, Claimed, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission, Store,
     SweepReport, TodoQuery,
 };
+use models::store::{OverrideBy, PresenceView};
 use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
 
@@ -184,5 +187,90 @@ impl Store for PgStore {
 
     async fn requeue_due_retries(&self) -> Result<u64> {
         self.requeue_due_retries_tx().await
+    }
+
+    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
+        self.open_session_tx(endpoint_id).await
+    }
+
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
+        self.attach_session_tx(endpoint_id, session_id, replica_id).await
+    }
+
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
+        self.detach_session_tx(session_id, replica_id).await
+    }
+
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
+        self.refresh_sessions_tx(replica_id, session_ids).await
+    }
+
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
+        self.rings_since_tx(session_id, after_seq).await
+    }
+
+    async fn dispatch_pushes(&self) -> Result<PushReport> {
+        self.dispatch_pushes_tx().await
+    }
+
+    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
+        self.watch_reopen_tx(identities).await
+    }
+
+    async fn reopen_sweep(&self) -> Result<PushReport> {
+        self.reopen_sweep_tx().await
+    }
+
+    async fn heartbeat_sweep(&self) -> Result<PushReport> {
+        self.heartbeat_sweep_tx().await
+    }
+
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        self.presence_sweep_tx().await
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        self.reconnect_digest_tx(endpoint_id, session_id).await
+    }
+
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
+        self.presence_tx(endpoint_id).await
+    }
+
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<Override>,
+        by: OverrideBy,
+    ) -> Result<PresenceView> {
+        self.set_presence_override_tx(endpoint_id, override_, by).await
+    }
+
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
+        self.set_shift_tx(endpoint_id, shift).await
+    }
+
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
+        self.add_hook_tx(endpoint_id, url, secret, ignore_presence).await
+    }
+
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+        self.list_hooks_tx(endpoint_id).await
+    }
+
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
+        self.hook_for_test_tx(endpoint_id, hook_id).await
+    }
+
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
+        self.remove_hook_tx(endpoint_id, hook_id).await
+    }
+
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
+        self.take_hook_calls_tx(replica_id).await
+    }
+
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
+        self.finish_hook_call_tx(call_id, replica_id, outcome).await
     }
 }

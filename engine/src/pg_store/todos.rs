@@ -62,13 +62,16 @@ impl PgStore {
         }
         for _ in 0..DEDUP_RETRIES_MAX {
             let inserted: Option<TodoRow> = sqlx::query_as(composed_sql!(
-                "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
-                 INSERT INTO todos AS t (id, endpoint_id, team_id, queue, title, payload, idempotency_key, max_attempts, \
-                                         created_by_kind, created_by_id, created_at, updated_at) \
-                 SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $4, $5, $6, $7, $8, $9, $10, clock.now, clock.now \
-                 FROM clock \
-                 ON CONFLICT DO NOTHING \
-                 RETURNING {TODO_COLUMNS}"
+                "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
+                 inserted AS ( \
+                   INSERT INTO todos AS t (id, endpoint_id, team_id, queue, title, payload, idempotency_key, max_attempts, \
+                                           created_by_kind, created_by_id, created_at, updated_at) \
+                   SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $4, $5, $6, $7, $8, $9, $10, clock.now, clock.now \
+                   FROM clock \
+                   ON CONFLICT DO NOTHING \
+                   RETURNING {TODO_COLUMNS}), \
+                 push AS (INSERT INTO push_due (todo_id, reason, at) SELECT id, 'created', created_at FROM inserted) \
+                 SELECT * FROM inserted"
             ))
             .bind(now)
             .bind(new.identity.endpoint_id())

@@ -145,7 +145,8 @@ impl ModelStore {
     }
 
     /// REQ-2, REQ-10: deletes an endpoint the human manages, cascading as the foreign keys do: its grants,
-    /// todos, policies (and usage) and webhook targets. Anything else is `not_found`.
+    /// todos, policies (and usage), webhook targets, sessions (and doorbells) and hooks (and calls).
+    /// Anything else is `not_found`.
     pub(super) fn delete_endpoint_tx(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
         let Owner::Endpoint(id) = self.resolve_scope_tx(&human.manages, endpoint)? else {
             return Err(Error::not_found());
@@ -161,6 +162,7 @@ impl ModelStore {
         for webhook in &mut state.webhooks {
             webhook.targets.retain(|target| !owned(target));
         }
+        state.push.forget_endpoint(&id);
         Ok(())
     }
 }

@@ -7,6 +7,7 @@
 
 use super::{ModelStore, State};
 use crate::error::{Error, Result};
+use crate::push::DueReason;
 use crate::scope::Actor;
 use crate::store::SweepReport;
 use crate::todo::{Todo, TodoState, retry_backoff};
@@ -122,8 +123,10 @@ impl ModelStore {
             state.todos.values().filter(|t| t.is_takeover_at(now)).map(|t| t.id.clone()).collect();
         let mut report = SweepReport::default();
         for id in lapsed {
+            let mut requeued = false;
             if let Some(todo) = state.todos.get_mut(&id) {
                 let dead = todo.attempt >= todo.max_attempts;
+                requeued = !dead;
                 todo.state = if dead { TodoState::Failed } else { TodoState::Pending };
                 todo.owner = None;
                 todo.claimed_by_endpoint_id = None;
@@ -137,6 +140,10 @@ impl ModelStore {
                 }
             }
             state.close_attempt(&id, now, "reaped");
+            if requeued {
+                // REQ-8: back in pending, its push is decided by the next pass.
+                state.push_due(&id, DueReason::Requeued);
+            }
         }
         report
     }
@@ -145,7 +152,7 @@ impl ModelStore {
     pub(super) fn requeue_due_retries_tx(&self) -> u64 {
         let mut state = self.lock();
         let now = self.clock.now();
-        let mut requeued = 0;
+        let mut requeued = Vec::new();
         for todo in state.todos.values_mut().filter(|t| {
             t.state == TodoState::Failed && t.next_retry_at.is_some_and(|due| due <= now) && t.attempt < t.max_attempts
         }) {
@@ -154,8 +161,12 @@ impl ModelStore {
             todo.claimed_by_endpoint_id = None;
             todo.next_retry_at = None;
             todo.updated_at = now;
-            requeued += 1;
+            requeued.push(todo.id.clone());
         }
-        requeued
+        // REQ-8: back in pending, each one's push is decided by the next pass.
+        for id in &requeued {
+            state.push_due(id, DueReason::Requeued);
+        }
+        requeued.len() as u64
     }
 }

@@ -9,7 +9,8 @@
 //!
 //! What it mirrors, table by table: the migrations' rows (todos with their attempts, admission
 //! policies stored raw as `PgStore` reads them back, usage per (policy, window_start), the audit,
-//! webhooks and deliveries, settings, principals), their constraints (a violated CHECK, UNIQUE or
+//! webhooks and deliveries, settings, principals, and push: sessions, `push_due`, doorbells,
+//! presence columns, notify hooks and their outbox), their constraints (a violated CHECK, UNIQUE or
 //! foreign key is the same `internal` error `PgStore` reports), their cascades, and every ORDER BY
 //! (the cluster uses `--no-locale`, so text orders bytewise, as `String` does; NULLs sort last
 //! ascending). The admission decision, status and hints are `models::admission`'s functions, the
@@ -27,15 +28,24 @@
 
 mod admission;
 mod claim;
+mod hooks;
 mod intake;
+mod journal;
 mod lifecycle;
+mod presence;
 mod principals;
+mod push;
 mod store_impl;
 mod todos;
 mod webhooks;
 
 #[cfg(test)]
+mod push_tests;
+#[cfg(test)]
 mod tests;
+
+pub use hooks::OutboxEntry;
+pub use journal::{LoggedRing, PushJournal, WatchRecord};
 
 use crate::capacity::CapacityEnv;
 use crate::counters::Counters;
@@ -123,6 +133,8 @@ struct State {
     deliveries: BTreeMap<(String, String), Vec<String>>,
     settings: BTreeMap<String, Value>,
     cancellations: Vec<Cancellation>,
+    /// Sessions, doorbells, presence columns, hooks and their outbox (`0008_push.sql`).
+    push: push::PushTables,
 }
 
 #[derive(Debug, Clone)]
@@ -298,6 +310,7 @@ impl State {
             self.todos.remove(id);
             self.attempts.remove(id);
         }
+        self.push.forget_todos(&ids);
         ids
     }
 

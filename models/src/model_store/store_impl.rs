@@ -7,10 +7,12 @@ use crate::admission::Policy;
 use crate::capacity::Capacity;
 use crate::error::Result;
 use crate::identity::{Owner, QueueIdentity, ScopeRef};
+use crate::presence::{Override, Shift};
+use crate::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use crate::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use crate::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission,
-    Store, SweepReport, TodoQuery, WebhookRoute,
+    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
+    PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
 };
 use crate::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
@@ -182,5 +184,93 @@ impl Store for ModelStore {
 
     async fn prune_usage(&self) -> Result<u64> {
         Ok(self.prune_usage_tx())
+    }
+
+    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
+        self.open_session_tx(endpoint_id)
+    }
+
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
+        Ok(self.attach_session_tx(endpoint_id, session_id, replica_id))
+    }
+
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
+        self.detach_session_tx(session_id, replica_id);
+        Ok(())
+    }
+
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
+        Ok(self.refresh_sessions_tx(replica_id, session_ids))
+    }
+
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
+        Ok(self.rings_since_tx(session_id, after_seq))
+    }
+
+    async fn dispatch_pushes(&self) -> Result<PushReport> {
+        self.dispatch_pushes_tx()
+    }
+
+    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
+        self.watch_reopen_tx(identities);
+        Ok(())
+    }
+
+    async fn reopen_sweep(&self) -> Result<PushReport> {
+        self.reopen_sweep_tx()
+    }
+
+    async fn heartbeat_sweep(&self) -> Result<PushReport> {
+        self.heartbeat_sweep_tx()
+    }
+
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        self.presence_sweep_tx()
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        self.reconnect_digest_tx(endpoint_id, session_id)
+    }
+
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
+        self.presence_tx(endpoint_id)
+    }
+
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<Override>,
+        by: OverrideBy,
+    ) -> Result<PresenceView> {
+        self.set_presence_override_tx(endpoint_id, override_, by)
+    }
+
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
+        self.set_shift_tx(endpoint_id, shift)
+    }
+
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
+        self.add_hook_tx(endpoint_id, url, secret, ignore_presence)
+    }
+
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+        Ok(self.list_hooks_tx(endpoint_id))
+    }
+
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
+        self.hook_for_test_tx(endpoint_id, hook_id)
+    }
+
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
+        self.remove_hook_tx(endpoint_id, hook_id)
+    }
+
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
+        Ok(self.take_hook_calls_tx(replica_id))
+    }
+
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
+        self.finish_hook_call_tx(call_id, replica_id, outcome);
+        Ok(())
     }
 }

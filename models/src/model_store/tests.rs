@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 /// Every `ModelStore` future is ready on its first poll: nothing in it waits.
-fn run<F: Future>(future: F) -> F::Output {
+pub(super) fn run<F: Future>(future: F) -> F::Output {
     let mut future = std::pin::pin!(future);
     match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(output) => output,
@@ -23,19 +23,20 @@ fn run<F: Future>(future: F) -> F::Output {
     }
 }
 
-fn at(rfc3339: &str) -> DateTime<Utc> {
+pub(super) fn at(rfc3339: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(rfc3339).expect("instant").to_utc()
 }
 
-struct World {
-    clock: ManualClock,
-    store: ModelStore,
-    agent: Actor,
-    human_id: String,
+/// One human with one agent endpoint granted `queues` (also the push tests' world).
+pub(super) struct World {
+    pub(super) clock: ManualClock,
+    pub(super) store: ModelStore,
+    pub(super) agent: Actor,
+    pub(super) human_id: String,
 }
 
 impl World {
-    fn new(queues: &[&str]) -> World {
+    pub(super) fn new(queues: &[&str]) -> World {
         let clock = ManualClock::at(at("2026-11-30T09:00:00-08:00"));
         let store = ModelStore::new(Arc::new(clock.clone()));
         let alice = store.add_human("alice", false, "hash-alice").expect("human");
@@ -56,11 +57,11 @@ impl World {
         World { clock, store, agent: Actor::Agent(*scope), human_id: alice.id }
     }
 
-    fn queue(&self, name: &str) -> QueueIdentity {
+    pub(super) fn queue(&self, name: &str) -> QueueIdentity {
         QueueIdentity::endpoint(self.agent.endpoint_id().unwrap_or_default(), name)
     }
 
-    fn push(&self, queue: &str, title: &str, key: Option<&str>) -> crate::todo::Created {
+    pub(super) fn push(&self, queue: &str, title: &str, key: Option<&str>) -> crate::todo::Created {
         let new = NewTodo {
             identity: self.queue(queue),
             title: title.into(),
@@ -75,13 +76,13 @@ impl World {
         created
     }
 
-    fn set_policy(&self, queue: &str, body: serde_json::Value) {
+    pub(super) fn set_policy(&self, queue: &str, body: serde_json::Value) {
         let policy = Policy::from_request(&body).expect("valid policy");
         let actor = PolicyActor { human_id: Some(self.human_id.clone()), endpoint_id: None };
         run(self.store.set_policy(&self.queue(queue), &policy, &actor)).expect("set policy");
     }
 
-    fn claim_next(&self) -> ClaimNext {
+    pub(super) fn claim_next(&self) -> ClaimNext {
         let Actor::Agent(scope) = &self.agent else { unreachable!("the world's actor is an agent") };
         run(self.store.claim_next(&self.agent, &scope.granted, 60)).expect("claim_next")
     }

@@ -10,6 +10,7 @@
 use super::{ModelStore, State, database_error};
 use crate::error::{Code, Error, Result};
 use crate::identity::QueueIdentity;
+use crate::push::DueReason;
 use crate::scope::Actor;
 use crate::store::{TodoQuery, TodoSet};
 use crate::todo::{Created, NewTodo, Todo, TodoState};
@@ -103,7 +104,9 @@ impl State {
             created_by_kind: new.created_by_kind,
             created_by_id: new.created_by_id.clone(),
         };
-        self.todos.insert(id, todo.clone());
+        self.todos.insert(id.clone(), todo.clone());
+        // REQ-8: its push is decided by the next pass, as `PgStore`'s `push` CTE records it.
+        self.push_due(&id, DueReason::Created);
         Ok(Created { todo, deduped: false })
     }
 

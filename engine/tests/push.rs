@@ -1,0 +1,202 @@
+//! Push decisions on real PostgreSQL with a manual clock (SPEC-0030 REQ-8; docs/push.md): the
+//! doorbell heartbeat's schedule, which session is rung, presence, and the hook outbox's leases
+//! across two replicas. The black-box tests prove the same through the binary; these reach the
+//! instants (five minutes, six hours, a lapsed lease) a black-box test cannot wait for.
+
+mod support;
+
+use chrono::Duration;
+use models::admission::Policy;
+use models::identity::QueueIdentity;
+use models::presence::Shift;
+use models::push::{HookOutcome, RingReason};
+use models::scope::Actor;
+use models::store::{Clock, OverrideBy, PolicyActor, Store};
+use models::window::WindowSpec;
+use support::World;
+
+fn endpoint_of(agent: &Actor) -> String {
+    match agent {
+        Actor::Agent(scope) => scope.endpoint_id.clone(),
+        Actor::Human(_) => panic!("an agent"),
+    }
+}
+
+async fn attached(world: &World, endpoint: &str, replica: &str) -> String {
+    let session = world.store.open_session(endpoint).await.expect("open");
+    assert!(world.store.attach_session(endpoint, &session, replica).await.expect("attach"));
+    session
+}
+
+#[tokio::test]
+async fn req8_the_heartbeat_rerings_an_unclaimed_todo_on_schedule_at_most_five_times() {
+    let world = World::new().await;
+    let owner = world.human("hb").await;
+    let agent = world.agent(&owner, &["inbox"]).await;
+    let endpoint = endpoint_of(&agent);
+    let session = attached(&world, &endpoint, "r1").await;
+    let todo = world.push(&QueueIdentity::endpoint(&endpoint, "inbox"), "waits").await;
+    let created = world.store.dispatch_pushes().await.expect("dispatch");
+    assert_eq!(created.rings.len(), 1);
+    assert_eq!(created.rings[0].reason, RingReason::Created);
+    assert_eq!(created.rings[0].session_id, session);
+
+    // Gaps after ring n: 5 min, 20 min, 1 h, 6 h; nothing before a gap ends, nothing after five.
+    for gap in [Duration::minutes(5), Duration::minutes(20), Duration::hours(1), Duration::hours(6)] {
+        world.clock.advance(gap - Duration::seconds(1));
+        world.store.refresh_sessions("r1", std::slice::from_ref(&session)).await.expect("refresh");
+        assert!(world.store.heartbeat_sweep().await.expect("sweep").rings.is_empty(), "rang before {gap}");
+        world.clock.advance(Duration::seconds(1));
+        let swept = world.store.heartbeat_sweep().await.expect("sweep");
+        assert_eq!(swept.rings.len(), 1, "one ring after {gap}");
+        assert_eq!(swept.rings[0].reason, RingReason::Heartbeat);
+        assert_eq!(swept.rings[0].todo_id.as_deref(), Some(todo.id.as_str()));
+    }
+    world.clock.advance(Duration::days(2));
+    world.store.refresh_sessions("r1", std::slice::from_ref(&session)).await.expect("refresh");
+    assert!(world.store.heartbeat_sweep().await.expect("sweep").rings.is_empty(), "a sixth ring");
+}
+
+#[tokio::test]
+async fn req8_the_heartbeat_rings_at_most_three_todos_a_pass_round_robin_across_endpoints() {
+    let world = World::new().await;
+    let owner = world.human("rr").await;
+    let (a, b) = (world.agent(&owner, &["q"]).await, world.agent(&owner, &["q"]).await);
+    let (a, b) = (endpoint_of(&a), endpoint_of(&b));
+    let session_a = attached(&world, &a, "r1").await;
+    let session_b = attached(&world, &b, "r1").await;
+    for n in 0..4 {
+        world.push(&QueueIdentity::endpoint(&a, "q"), &format!("a{n}")).await;
+    }
+    world.push(&QueueIdentity::endpoint(&b, "q"), "b0").await;
+    world.store.dispatch_pushes().await.expect("dispatch");
+    world.clock.advance(Duration::minutes(5));
+    world.store.refresh_sessions("r1", &[session_a, session_b]).await.expect("refresh");
+    let swept = world.store.heartbeat_sweep().await.expect("sweep");
+    assert_eq!(swept.rings.len(), 3, "three a pass");
+    let to_b = swept.rings.iter().filter(|r| r.endpoint_id == b).count();
+    assert_eq!(to_b, 1, "b's one todo is not starved by a's four: {:?}", swept.rings);
+}
+
+#[tokio::test]
+async fn req8_one_session_per_todo_rotating_least_recently_rung_first() {
+    let world = World::new().await;
+    let owner = world.human("rot").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let first = attached(&world, &endpoint, "r1").await;
+    let second = attached(&world, &endpoint, "r2").await;
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    let mut rung = Vec::new();
+    for n in 0..4 {
+        world.push(&identity, &format!("t{n}")).await;
+        world.clock.advance(Duration::seconds(1));
+        let report = world.store.dispatch_pushes().await.expect("dispatch");
+        assert_eq!(report.rings.len(), 1, "one session per todo");
+        rung.push(report.rings[0].session_id.clone());
+    }
+    assert_eq!(rung.iter().filter(|s| **s == first).count(), 2, "{rung:?}");
+    assert_eq!(rung.iter().filter(|s| **s == second).count(), 2, "{rung:?}");
+    assert!(rung.windows(2).all(|w| w[0] != w[1]), "rotates: {rung:?}");
+}
+
+#[tokio::test]
+async fn req8_presence_out_withholds_and_the_shift_start_rings_one_digest() {
+    let world = World::new().await;
+    let owner = world.human("shift").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let session = attached(&world, &endpoint, "r1").await;
+    // The epoch is Monday 2026-11-30 12:00 UTC; this shift starts at 13:00 UTC.
+    let shift = Shift::parse("TZ=UTC Mon-Fri 13:00-17:00").expect("shift");
+    world.store.set_shift(&endpoint, Some(shift)).await.expect("shift");
+    world.store.presence_sweep().await.expect("sweep");
+    assert_eq!(world.store.presence(&endpoint).await.expect("presence").effective.presence.as_str(), "out");
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    world.push(&identity, "waits for the shift").await;
+    world.push(&identity, "also waits").await;
+    let withheld = world.store.dispatch_pushes().await.expect("dispatch");
+    assert!(withheld.rings.is_empty());
+    assert_eq!(withheld.withheld_out, 2);
+
+    world.clock.advance(Duration::hours(1));
+    world.store.refresh_sessions("r1", std::slice::from_ref(&session)).await.expect("refresh");
+    let digest = world.store.presence_sweep().await.expect("sweep");
+    assert_eq!(digest.rings.len(), 1, "one digest");
+    let meta = &digest.rings[0].message["params"]["meta"];
+    assert_eq!(meta["kind"], "digest");
+    assert_eq!(meta["pending"], 2);
+    assert_eq!(meta["reason"], "shift_start");
+    // Won once: a second replica's sweep finds nothing to do.
+    let other = World::store_on(&world.db, &world.clock).await;
+    assert!(other.presence_sweep().await.expect("sweep").rings.is_empty());
+}
+
+#[tokio::test]
+async fn req8_a_deferred_identity_is_watched_and_rung_once_when_its_policy_is_raised() {
+    let world = World::new().await;
+    let owner = world.human("window").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    attached(&world, &endpoint, "r1").await;
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    let window = WindowSpec::parse("day", "UTC", "00:00", None).expect("window");
+    let policy = Policy { max_in_flight: None, max_claims_per_window: Some(0), window: Some(window) };
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    world.store.set_policy(&identity, &policy, &actor).await.expect("policy");
+    world.push(&identity, "waits").await;
+    let withheld = world.store.dispatch_pushes().await.expect("dispatch");
+    assert_eq!((withheld.rings.len(), withheld.withheld_deferred), (0, 1));
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "still deferred");
+
+    let raised = Policy { max_claims_per_window: Some(10), ..policy };
+    world.store.set_policy(&identity, &raised, &actor).await.expect("raise");
+    let reopened = world.store.reopen_sweep().await.expect("sweep");
+    assert_eq!((reopened.rings.len(), reopened.reopens), (1, 1));
+    assert_eq!(reopened.rings[0].reason, RingReason::Reopen);
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "once");
+}
+
+#[tokio::test]
+async fn req8_a_hook_call_leased_by_a_dead_replica_is_sent_by_another_after_the_lease() {
+    let world = World::new().await;
+    let owner = world.human("hooks").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    world.store.add_hook(&endpoint, "http://hooks.example/x", "whsec_c2VjcmV0", false).await.expect("hook");
+    world.push(&QueueIdentity::endpoint(&endpoint, "q"), "notify").await;
+    assert_eq!(world.store.dispatch_pushes().await.expect("dispatch").hook_calls_enqueued, 1);
+    let other = World::store_on(&world.db, &world.clock).await;
+
+    let leased = world.store.take_hook_calls("dead").await.expect("take");
+    assert_eq!(leased.len(), 1);
+    assert!(other.take_hook_calls("alive").await.expect("take").is_empty(), "leased to one replica");
+    world.clock.advance(Duration::seconds(models::push::HOOK_LEASE_SECONDS + 1));
+    let retaken = other.take_hook_calls("alive").await.expect("take");
+    assert_eq!(retaken.len(), 1);
+    assert_eq!(retaken[0].msg_id, leased[0].msg_id, "the same call");
+    // The dead replica's late answer is ignored; the live one's is recorded.
+    world.store.finish_hook_call(leased[0].id, "dead", &HookOutcome::Failed("late".into())).await.expect("finish");
+    other.finish_hook_call(retaken[0].id, "alive", &HookOutcome::Delivered).await.expect("finish");
+    world.clock.advance(Duration::minutes(10));
+    assert!(other.take_hook_calls("alive").await.expect("take").is_empty(), "delivered once");
+    let hook = &other.list_hooks(&endpoint).await.expect("list")[0];
+    assert_eq!(hook.consecutive_failures, 0, "the dead replica's failure did not count");
+}
+
+#[tokio::test]
+async fn req8_clock_in_is_bounded_and_an_operator_override_is_named_in_the_digest() {
+    let world = World::new().await;
+    let owner = world.human("override").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let session = attached(&world, &endpoint, "r1").await;
+    let now = world.clock.now();
+    let out = models::presence::clock_out(None, now);
+    world.store.set_presence_override(&endpoint, Some(out), OverrideBy::Agent).await.expect("out");
+    world.push(&QueueIdentity::endpoint(&endpoint, "q"), "waits").await;
+    assert!(world.store.dispatch_pushes().await.expect("dispatch").rings.is_empty());
+    assert!(models::presence::clock_in(None, now, Some(9 * 3600)).is_err(), "8 h at most");
+    let back = models::presence::clock_in(None, now, None).expect("in");
+    let view = world.store.set_presence_override(&endpoint, Some(back), OverrideBy::Operator).await.expect("in");
+    assert_eq!(view.effective.presence.as_str(), "in");
+    assert_eq!(view.pending, 1);
+    let rung = world.store.rings_since(&session, 0).await.expect("rings");
+    assert_eq!(rung.len(), 1, "one digest on the way in: {rung:?}");
+    assert_eq!(rung[0].message["params"]["meta"]["reason"], "operator");
+}
