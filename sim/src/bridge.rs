@@ -14,11 +14,13 @@ use models::capacity::Capacity;
 use models::counters::Counters;
 use models::error::Result;
 use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::presence::{Override, Shift};
+use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use models::store::Clock;
 use models::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission,
-    Store, SweepReport, TodoQuery, WebhookRoute,
+    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
+    PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
 };
 use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
@@ -295,5 +297,107 @@ impl Store for BridgeStore {
 
     async fn prune_usage(&self) -> Result<u64> {
         self.call(|s| async move { s.prune_usage().await })
+    }
+
+    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
+        let endpoint_id = endpoint_id.to_string();
+        self.call(move |s| async move { s.open_session(&endpoint_id).await })
+    }
+
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
+        let (endpoint_id, session_id, replica_id) =
+            (endpoint_id.to_string(), session_id.to_string(), replica_id.to_string());
+        self.call(move |s| async move { s.attach_session(&endpoint_id, &session_id, &replica_id).await })
+    }
+
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
+        let (session_id, replica_id) = (session_id.to_string(), replica_id.to_string());
+        self.call(move |s| async move { s.detach_session(&session_id, &replica_id).await })
+    }
+
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
+        let (replica_id, session_ids) = (replica_id.to_string(), session_ids.to_vec());
+        self.call(move |s| async move { s.refresh_sessions(&replica_id, &session_ids).await })
+    }
+
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
+        let session_id = session_id.to_string();
+        self.call(move |s| async move { s.rings_since(&session_id, after_seq).await })
+    }
+
+    async fn dispatch_pushes(&self) -> Result<PushReport> {
+        self.call(|s| async move { s.dispatch_pushes().await })
+    }
+
+    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
+        let identities = identities.to_vec();
+        self.call(move |s| async move { s.watch_reopen(&identities).await })
+    }
+
+    async fn reopen_sweep(&self) -> Result<PushReport> {
+        self.call(|s| async move { s.reopen_sweep().await })
+    }
+
+    async fn heartbeat_sweep(&self) -> Result<PushReport> {
+        self.call(|s| async move { s.heartbeat_sweep().await })
+    }
+
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        self.call(|s| async move { s.presence_sweep().await })
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        let (endpoint_id, session_id) = (endpoint_id.to_string(), session_id.to_string());
+        self.call(move |s| async move { s.reconnect_digest(&endpoint_id, &session_id).await })
+    }
+
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
+        let endpoint_id = endpoint_id.to_string();
+        self.call(move |s| async move { s.presence(&endpoint_id).await })
+    }
+
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<Override>,
+        by: OverrideBy,
+    ) -> Result<PresenceView> {
+        let endpoint_id = endpoint_id.to_string();
+        self.call(move |s| async move { s.set_presence_override(&endpoint_id, override_, by).await })
+    }
+
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
+        let endpoint_id = endpoint_id.to_string();
+        self.call(move |s| async move { s.set_shift(&endpoint_id, shift).await })
+    }
+
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
+        let (endpoint_id, url, secret) = (endpoint_id.to_string(), url.to_string(), secret.to_string());
+        self.call(move |s| async move { s.add_hook(&endpoint_id, &url, &secret, ignore_presence).await })
+    }
+
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+        let endpoint_id = endpoint_id.to_string();
+        self.call(move |s| async move { s.list_hooks(&endpoint_id).await })
+    }
+
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
+        let (endpoint_id, hook_id) = (endpoint_id.to_string(), hook_id.to_string());
+        self.call(move |s| async move { s.hook_for_test(&endpoint_id, &hook_id).await })
+    }
+
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
+        let (endpoint_id, hook_id) = (endpoint_id.to_string(), hook_id.to_string());
+        self.call(move |s| async move { s.remove_hook(&endpoint_id, &hook_id).await })
+    }
+
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
+        let replica_id = replica_id.to_string();
+        self.call(move |s| async move { s.take_hook_calls(&replica_id).await })
+    }
+
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
+        let (replica_id, outcome) = (replica_id.to_string(), outcome.clone());
+        self.call(move |s| async move { s.finish_hook_call(call_id, &replica_id, &outcome).await })
     }
 }

@@ -3,13 +3,16 @@
 //! store's final state at its end.
 //!
 //! Exists so every run, on either store, is judged by the same rules, computed independently of
-//! the engine: windows come from the brute-force `Oracle`, in-flight counts from the ledger.
+//! the engine: windows come from the brute-force `Oracle`, in-flight counts from the ledger. The
+//! push invariants (`check_push.rs`) are judged here too, against the same admission state: a
+//! doorbell is checked against whether the ledger says its queue identity was deferred.
 
+use crate::check_push::PushJudge;
 use crate::faults::{Event, Faulty};
 use crate::oracle::Oracle;
 use crate::world::SimStore;
 use chrono::{DateTime, Utc};
-use models::admission::Policy;
+use models::admission::{self, Decision, Policy};
 use models::identity::QueueIdentity;
 use models::store::{Store, TodoQuery, TodoSet};
 use models::todo::TodoState;
@@ -55,6 +58,7 @@ pub struct LedgerCheck {
     /// Claims charged per (identity, window start), as the oracle places them.
     charged: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
     created: BTreeMap<String, QueueIdentity>,
+    push: PushJudge,
     violations: Vec<String>,
     /// How many ledger events have been checked.
     seen: usize,
@@ -70,6 +74,7 @@ impl LedgerCheck {
             holdings: BTreeMap::new(),
             charged: BTreeMap::new(),
             created: BTreeMap::new(),
+            push: PushJudge::default(),
             violations: vec![],
             seen: 0,
         }
@@ -83,9 +88,45 @@ impl LedgerCheck {
         self.seen = ledger.len().max(self.seen);
     }
 
-    /// Violations found so far.
-    pub fn violations(&self) -> &[String] {
-        &self.violations
+    /// Whether the first violation has been found yet.
+    pub fn has_violations(&self) -> bool {
+        !self.violations.is_empty() || !self.push.violations.is_empty()
+    }
+
+    /// REQ-6 from the ledger alone: whether `identity` admitted no claim at this point of it (a
+    /// damaged policy row, a pause, a spent window as the oracle places it, a full in-flight cap).
+    fn deferred_at(&mut self, identity: &QueueIdentity, at: DateTime<Utc>) -> bool {
+        if self.corrupted.contains(identity) {
+            return true;
+        }
+        let Some(policy) = self.policies.get(identity) else {
+            return false;
+        };
+        let in_flight = self.holdings.values().filter(|h| &h.identity == identity).count() as i64;
+        let used = match (&policy.window, policy.max_claims_per_window) {
+            (Some(window), Some(_)) => {
+                let (start, _) = self.oracle.window(window, at);
+                self.charged.get(&(identity.clone(), start)).copied().unwrap_or(0)
+            }
+            _ => 0,
+        };
+        admission::decide(policy, in_flight, used) != Decision::Admit
+    }
+
+    /// A push pass: each doorbell against the admission state and presence at its instant, and
+    /// the identities deferred then, for the hook calls it enqueued.
+    fn pushed(&mut self, pass: &str, rings: &[models::push::Ring], hook_calls: u64, at: DateTime<Utc>) {
+        for ring in rings {
+            let identity = ring.todo_id.as_ref().and_then(|id| self.created.get(id)).cloned();
+            let deferred = identity.map(|identity| self.deferred_at(&identity, at));
+            self.push.ring(pass, ring, at, deferred);
+        }
+        if hook_calls > 0 {
+            let budgeted: BTreeSet<QueueIdentity> =
+                self.policies.keys().chain(self.corrupted.iter()).cloned().collect();
+            let deferred = budgeted.into_iter().filter(|identity| self.deferred_at(identity, at)).collect();
+            self.push.hook_batch(hook_calls, at, deferred);
+        }
     }
 
     fn check(&mut self, event: &Event) {
@@ -117,7 +158,11 @@ impl LedgerCheck {
                 self.holdings.retain(|_, h| h.lease_expires_at.is_none_or(|lease| lease >= *at))
             }
             Event::Requeued { .. } => {}
+            Event::Pushed { pass, rings, hook_calls, at } => self.pushed(pass, rings, *hook_calls, *at),
+            Event::PresenceSet { endpoint_id, override_ } => self.push.presence_set(endpoint_id, *override_),
+            Event::ShiftSet { endpoint_id, shift } => self.push.shift_set(endpoint_id, *shift),
             Event::Claimed { id, identity, holder, at, lease_expires_at, admission, .. } => {
+                self.push.claimed(id);
                 // A lapsed claim counts as in flight until the reaper returns it or a claim takes
                 // it over, as in the engine.
                 // 4. No todo claimed by two holders at once.
@@ -222,6 +267,10 @@ impl LedgerCheck {
         ));
         }
         final_state(store, identities, &self.created, &self.charged, &self.policies, &mut self.violations);
+        let inner = store.inner();
+        let journal = inner.push_journal();
+        let push = std::mem::take(&mut self.push);
+        self.violations.extend(push.finish(&inner.hook_outbox(), journal.as_ref(), &self.created, store.now()));
         self.violations
     }
 }

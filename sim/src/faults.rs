@@ -1,4 +1,4 @@
-//! Database faults and the ground-truth ledger, as a wrapper around any `Store`.
+//! Database faults and the ground-truth ledger (`ledger.rs`), as a wrapper around any `Store`.
 //!
 //! Exists so the simulation can inject the failures a real database has (an error before the
 //! transaction, a commit whose acknowledgement is lost, latency) identically on `ModelStore` and
@@ -7,53 +7,25 @@
 //! The wrapper also records what actually committed (before a lost acknowledgement hides it from
 //! the caller): the invariant checks read this ledger, never the clients' view.
 
-use models::admission::{Headroom, Policy};
+pub use crate::ledger::Event;
+pub use crate::rng::Rng;
+use models::admission::Policy;
 use models::capacity::Capacity;
 use models::counters::Counters;
 use models::error::{Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::presence::{Override, Shift};
+use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use models::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, Clock, Ingested, NewEndpoint, PolicyActor, PolicyDetail,
-    QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+    AgentLookup, AuditRecord, ClaimNext, Claimed, Clock, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
+    PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
 };
 use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-
-/// A small, fast, seedable generator (SplitMix64): the simulation's only source of chance.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// True with probability `per_mille / 1000`.
-    pub fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
 
 /// How often the database misbehaves, per call, in thousandths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,54 +41,6 @@ pub struct FaultRates {
 impl FaultRates {
     pub const NONE: FaultRates = FaultRates { error_per_mille: 0, lost_ack_per_mille: 0, latency_ms_max: 0 };
     pub const ALL: FaultRates = FaultRates { error_per_mille: 30, lost_ack_per_mille: 30, latency_ms_max: 40 };
-}
-
-/// One thing that committed, in commit order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    Created {
-        id: String,
-        identity: QueueIdentity,
-        deduped: bool,
-    },
-    Claimed {
-        id: String,
-        identity: QueueIdentity,
-        holder: String,
-        at: chrono::DateTime<chrono::Utc>,
-        lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
-        attempt: i32,
-        admission: Option<Headroom>,
-    },
-    /// complete, fail or release by the holder.
-    Ended {
-        id: String,
-        how: &'static str,
-    },
-    Heartbeat {
-        id: String,
-        lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
-    },
-    PolicySet {
-        identity: QueueIdentity,
-        policy: Policy,
-    },
-    PolicyCleared {
-        identity: QueueIdentity,
-    },
-    /// The stored policy row was damaged by the simulation (REQ-9 fault).
-    PolicyCorrupted {
-        identity: QueueIdentity,
-    },
-    /// A sweep returned (or dead-lettered) every claim whose lease had lapsed at `at`.
-    Reaped {
-        returned: u64,
-        dead_lettered: u64,
-        at: chrono::DateTime<chrono::Utc>,
-    },
-    Requeued {
-        count: u64,
-    },
 }
 
 /// What the wrapper injected, for the run's summary.
@@ -191,6 +115,11 @@ impl<S: Store> Faulty<S> {
 
     pub fn inner(&self) -> &S {
         &self.inner
+    }
+
+    /// The simulation's clock, as the store reads it.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
     }
 
     pub fn arm(&self, rates: FaultRates) {
@@ -275,6 +204,20 @@ impl<S: Store> Faulty<S> {
 }
 
 fn nothing<T>(_: &T, _: &mut Vec<Event>) {}
+
+impl<S: Store> Faulty<S> {
+    /// What a push pass decided, when it decided anything.
+    fn pushed(&self, pass: &'static str, report: &PushReport, ledger: &mut Vec<Event>) {
+        if !report.rings.is_empty() || report.hook_calls_enqueued > 0 {
+            ledger.push(Event::Pushed {
+                pass,
+                rings: report.rings.clone(),
+                hook_calls: report.hook_calls_enqueued,
+                at: self.clock.now(),
+            });
+        }
+    }
+}
 
 impl<S: Store> Store for Faulty<S> {
     fn counters(&self) -> &Counters {
@@ -502,5 +445,106 @@ impl<S: Store> Store for Faulty<S> {
 
     async fn prune_usage(&self) -> Result<u64> {
         self.inner.prune_usage().await
+    }
+
+    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
+        self.guarded(Kind::Write, self.inner.open_session(endpoint_id), nothing).await
+    }
+
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
+        self.guarded(Kind::Write, self.inner.attach_session(endpoint_id, session_id, replica_id), nothing).await
+    }
+
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.detach_session(session_id, replica_id), nothing).await
+    }
+
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
+        self.guarded(Kind::Write, self.inner.refresh_sessions(replica_id, session_ids), nothing).await
+    }
+
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
+        self.guarded(Kind::Read, self.inner.rings_since(session_id, after_seq), nothing).await
+    }
+
+    async fn dispatch_pushes(&self) -> Result<PushReport> {
+        self.guarded(Kind::Write, self.inner.dispatch_pushes(), |report, ledger| {
+            self.pushed("dispatch", report, ledger)
+        })
+        .await
+    }
+
+    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.watch_reopen(identities), nothing).await
+    }
+
+    async fn reopen_sweep(&self) -> Result<PushReport> {
+        self.guarded(Kind::Write, self.inner.reopen_sweep(), |report, ledger| self.pushed("reopen", report, ledger))
+            .await
+    }
+
+    async fn heartbeat_sweep(&self) -> Result<PushReport> {
+        let call = self.inner.heartbeat_sweep();
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("heartbeat", report, ledger)).await
+    }
+
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        let call = self.inner.presence_sweep();
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("presence", report, ledger)).await
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        let call = self.inner.reconnect_digest(endpoint_id, session_id);
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("reconnect", report, ledger)).await
+    }
+
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
+        self.guarded(Kind::Read, self.inner.presence(endpoint_id), nothing).await
+    }
+
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<Override>,
+        by: OverrideBy,
+    ) -> Result<PresenceView> {
+        // The digest a clock-in rings is not in the answer (a `PresenceView`), so the ledger
+        // has the change only; the model's journal has the digest.
+        let call = self.inner.set_presence_override(endpoint_id, override_, by);
+        self.guarded(Kind::Write, call, |_, ledger| {
+            ledger.push(Event::PresenceSet { endpoint_id: endpoint_id.to_string(), override_ });
+        })
+        .await
+    }
+
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
+        self.guarded(Kind::Write, self.inner.set_shift(endpoint_id, shift), |_, ledger| {
+            ledger.push(Event::ShiftSet { endpoint_id: endpoint_id.to_string(), shift });
+        })
+        .await
+    }
+
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
+        self.guarded(Kind::Write, self.inner.add_hook(endpoint_id, url, secret, ignore_presence), nothing).await
+    }
+
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+        self.guarded(Kind::Read, self.inner.list_hooks(endpoint_id), nothing).await
+    }
+
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
+        self.guarded(Kind::Read, self.inner.hook_for_test(endpoint_id, hook_id), nothing).await
+    }
+
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.remove_hook(endpoint_id, hook_id), nothing).await
+    }
+
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
+        self.guarded(Kind::Write, self.inner.take_hook_calls(replica_id), nothing).await
+    }
+
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.finish_hook_call(call_id, replica_id, outcome), nothing).await
     }
 }

@@ -7,13 +7,19 @@
 
 pub mod bridge;
 pub mod check;
+pub mod check_push;
+pub mod coverage;
+pub mod fault_driver;
 pub mod faults;
+pub mod ledger;
 pub mod model;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 pub mod net;
 pub mod oracle;
 pub mod postgres;
+pub mod push_world;
+pub mod rng;
 pub mod runner;
 pub mod sql_invariants;
 pub mod stress;

@@ -24,4 +24,12 @@ impl SimStore for ModelStore {
     fn final_check(&self) -> Vec<String> {
         vec![]
     }
+
+    fn hook_outbox(&self) -> Vec<models::model_store::OutboxEntry> {
+        ModelStore::push_journal(self).outbox
+    }
+
+    fn push_journal(&self) -> Option<models::model_store::PushJournal> {
+        Some(ModelStore::push_journal(self))
+    }
 }

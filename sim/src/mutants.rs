@@ -5,7 +5,9 @@
 //! PostgreSQL through the bridge, with faults): a catch is a trace that differs from the model's
 //! or a violated invariant (ledger, oracle or SQL). Check-outside-the-lock is a race the bridge
 //! cannot produce (it serialises the database), so it is hunted with the real-concurrency stress
-//! run, whose invariants are checked in SQL.
+//! run, whose invariants are checked in SQL. The push pipeline's bugs are hooked in the reference
+//! `ModelStore` only (`Mutant::model_store_only`), so they are hunted on model runs, whose
+//! ledger, outbox and push journal the push invariants judge.
 
 use crate::runner;
 use crate::world::Config;
@@ -58,6 +60,12 @@ pub fn one_seed(seed: u64) -> Option<(Judge, String)> {
         .map(|difference| (Judge::Differential, difference.lines().take(3).collect::<Vec<_>>().join(" | ")))
 }
 
+/// One seed on the model alone, with faults: the first violated invariant, if any.
+pub fn one_model_seed(seed: u64) -> Option<(Judge, String)> {
+    let model = runner::on_model(Config::quick(seed, true));
+    model.violations.first().map(|violation| (Judge::Invariants, format!("model: {violation}")))
+}
+
 /// The stress run at the scale the hunt uses; its violations, if any.
 pub fn one_stress(seed: u64) -> Vec<String> {
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build() {
@@ -80,7 +88,13 @@ pub fn hunt(mutant: Mutant, seeds: u64) -> Hunt {
     let stress = mutant == Mutant::CheckOutsideLock;
     let tries = if stress { seeds.clamp(1, 3) } else { seeds };
     let run = |seed: u64| -> Option<(Judge, String)> {
-        if stress { one_stress(seed).into_iter().next().map(|how| (Judge::Stress, how)) } else { one_seed(seed) }
+        if stress {
+            one_stress(seed).into_iter().next().map(|how| (Judge::Stress, how))
+        } else if mutant.model_store_only() {
+            one_model_seed(seed)
+        } else {
+            one_seed(seed)
+        }
     };
     mutants::activate(Some(mutant));
     let caught = (1..=tries).find_map(|seed| run(seed).map(|(judge, how)| (seed, judge, how)));
@@ -119,8 +133,9 @@ pub fn hunt_all(seeds: u64) -> ExitCode {
                     truncate(&how, 200)
                 );
                 if judge != Judge::Stress {
+                    let store = if mutant.model_store_only() { "model" } else { "postgres" };
                     println!(
-                        "{:<36} replay: cargo run -p sim --release --features mutants -- run --store postgres \
+                        "{:<36} replay: cargo run -p sim --release --features mutants -- run --store {store} \
                          --seeds 1 --seed {after_seeds} --mutant {}",
                         "",
                         mutant.name()

@@ -4,7 +4,9 @@
 use crate::bridge::BridgeStore;
 use crate::sql_invariants::Invariant;
 use crate::world::SimStore;
+use chrono::{DateTime, Utc};
 use models::identity::QueueIdentity;
+use models::model_store::{OutboxEntry, PushJournal};
 use models::store::ManualClock;
 use std::sync::Arc;
 
@@ -83,6 +85,39 @@ impl SimStore for BridgeStore {
             .await
         })
         .unwrap_or_else(|e| panic!("fault: corrupt policy {e}"));
+    }
+
+    fn hook_outbox(&self) -> Vec<OutboxEntry> {
+        type Row =
+            (i64, String, serde_json::Value, i32, Option<String>, Option<String>, Option<DateTime<Utc>>, DateTime<Utc>);
+        let rows: Vec<Row> = self
+            .call(|s| async move {
+                sqlx::query_as(
+                    "SELECT id, hook_id, body, attempts, outcome, leased_by, leased_until, created_at \
+                     FROM hook_outbox ORDER BY id",
+                )
+                .fetch_all(s.pool())
+                .await
+            })
+            .unwrap_or_else(|e| panic!("check: read hook_outbox: {e}"));
+        rows.into_iter()
+            .map(|(id, hook_id, body, attempts, outcome, leased_by, leased_until, created_at)| OutboxEntry {
+                id,
+                hook_id,
+                body,
+                attempts,
+                outcome,
+                leased_by,
+                leased_until,
+                created_at,
+            })
+            .collect()
+    }
+
+    /// PostgreSQL keeps no history of its reopen watches (a row goes when it is rung), so "one
+    /// reopen ring per reopening" is judged on the model's runs.
+    fn push_journal(&self) -> Option<PushJournal> {
+        None
     }
 
     fn final_check(&self) -> Vec<String> {

@@ -10,8 +10,10 @@
 use crate::check;
 use crate::faults::Rng;
 use crate::net::{self, Reply, Request};
+use crate::push_world::AgentPush;
 use crate::world::{QUEUES, Trace};
 use chrono::Utc;
+use models::store::Store;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,7 +49,10 @@ pub(crate) struct Principals {
     pub(crate) owner_token: String,
     pub(crate) team_slug: String,
     pub(crate) agents: Vec<(String, String)>,
+    /// The agents' endpoint ids, in `agents` order.
+    pub(crate) agent_ids: Vec<String>,
     pub(crate) mirror: (String, String),
+    pub(crate) mirror_id: String,
     pub(crate) webhook_id: String,
 }
 
@@ -205,18 +210,23 @@ pub(crate) fn summarize(reply: &Reply) -> String {
 }
 
 /// An agent: claim_next, work, then complete / fail / release / abandon; sometimes a named
-/// claim of a listed todo, a heartbeat, an admission_status read, or an impatient cancel.
-pub(crate) async fn agent(
+/// claim of a listed todo, a heartbeat, an admission_status read, or an impatient cancel. With
+/// `push`, it also keeps an MCP session's stream open on some replica and clocks in and out.
+pub(crate) async fn agent<S: Store>(
     caller: Caller,
-    slug: String,
-    key: String,
+    (slug, key): (String, String),
     seed: u64,
     until: Duration,
     foreign: Option<FleetIds>,
+    mut push: Option<AgentPush<S>>,
 ) -> turmoil::Result {
     let mut rng = Rng::new(seed);
+    let mut push_rng = Rng::new(seed ^ 0x7075_7368);
     let patient = Duration::from_secs(3);
     while turmoil::sim_elapsed().unwrap_or_default() < until {
+        if let Some(push) = push.as_mut() {
+            push.step(&mut push_rng, &caller.trace, &caller.name).await;
+        }
         // Another owner's agent tries a fleet todo by id: it must not exist for it (invariant 6).
         if let Some(ids) = &foreign
             && rng.chance(100)

@@ -4,7 +4,9 @@
 //! redeliveries), and the faults: replica crash and restart, partitions between clients and
 //! replicas and between a replica and the database, lost replies, client cancellation, database
 //! errors and lost acknowledgements, clock jumps across window boundaries, a DST fold or gap at
-//! the start, and damaged policy rows.
+//! the start, and damaged policy rows. Push runs too (`push_world`): agents hold MCP sessions on
+//! replicas and clock in and out, replicas decide doorbells and send notify-hook calls, and after
+//! the clients finish the run drains with every fault healed, so no hook call may stay unsent.
 //!
 //! The database is one shared store reached by each replica over its own link (`Faulty::via`),
 //! not a turmoil host: the store's calls are whole transactions that take no simulated time, so
@@ -16,8 +18,11 @@
 //! is what every client saw, line by line; its hash identifies the run.
 
 use crate::check;
-use crate::faults::{Event, FaultRates, Faulty, Rng};
+pub use crate::coverage::Coverage;
+use crate::fault_driver::FaultDriver;
+use crate::faults::{Event, FaultRates, Faulty};
 use crate::net;
+use crate::push_world::{self, AgentPush, Streams};
 use crate::workload::{Caller, FleetIds, Principals, WEBHOOK_SECRET, agent, owner, policy_choices, producer};
 use chrono::{DateTime, Duration as Span, Utc};
 use models::admission::Policy;
@@ -37,6 +42,9 @@ pub const QUEUES: [&str; 4] = ["metered", "capped", "both", "free"];
 /// The second owner's queue that the webhook also fans out to.
 pub const COPY_QUEUE: &str = "copy";
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// After the clients finish: faults healed, the replicas keep sweeping this long, longer than a
+/// hook call may take to settle (`check_push::HOOK_SETTLE_SECONDS`).
+const DRAIN: Duration = Duration::from_secs(120);
 /// How often the driver checks the invariants on what committed since the last check.
 const CHECK_EVERY_STEPS: u64 = 500;
 
@@ -51,6 +59,11 @@ pub trait SimStore: Store {
     fn corrupt_policy_zone(&self, identity: &QueueIdentity);
     /// The store's own end-of-run invariant checks (SQL for Postgres); violations.
     fn final_check(&self) -> Vec<String>;
+    /// Every notify-hook call decided, in `hook_outbox` id order, with its fate.
+    fn hook_outbox(&self) -> Vec<models::model_store::OutboxEntry>;
+    /// The model's push journal (doorbells and the reopen watches it inserted); None for a store
+    /// that keeps no history of its watches.
+    fn push_journal(&self) -> Option<models::model_store::PushJournal>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,66 +124,6 @@ impl FaultCounts {
             + self.db_errors
             + self.lost_acks
             + self.cancellations
-    }
-}
-
-/// What a run exercised, so tests can require that budgets bound, leases lapsed and faults hit.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Coverage {
-    /// Claims refused, by reason, as the agents were told (deferred lists and errors).
-    pub refusals: std::collections::BTreeMap<String, u64>,
-    /// Claims of a todo another holder had claimed before (after its lease lapsed).
-    pub takeovers: u64,
-    pub owner_writes_ok: u64,
-    pub redeliveries_deduped: u64,
-    pub foreign_probes: u64,
-}
-
-impl Coverage {
-    pub fn add(&mut self, other: &Coverage) {
-        for (reason, count) in &other.refusals {
-            *self.refusals.entry(reason.clone()).or_default() += count;
-        }
-        self.takeovers += other.takeovers;
-        self.owner_writes_ok += other.owner_writes_ok;
-        self.redeliveries_deduped += other.redeliveries_deduped;
-        self.foreign_probes += other.foreign_probes;
-    }
-
-    fn measure(trace: &[String], ledger: &[Event]) -> Coverage {
-        let mut coverage = Coverage::default();
-        for line in trace {
-            for reason in ["window_exhausted", "in_flight_full", "admission_unavailable", "paused"] {
-                let hits = line.matches(&format!("\"{reason}\"")).count() as u64;
-                if hits > 0 && (line.contains("claim_next ->") || line.contains("claim ->")) {
-                    *coverage.refusals.entry(reason.to_string()).or_default() += hits;
-                }
-            }
-            coverage.owner_writes_ok += u64::from(line.contains(" owner PUT ") && line.contains("-> http 200"));
-            coverage.redeliveries_deduped += u64::from(line.contains("deliver ") && line.contains("deduped=true"));
-            coverage.foreign_probes += u64::from(line.contains("claim of another owner's todo"));
-        }
-        // A takeover is a claim of a todo whose previous claim neither ended nor was reaped (its
-        // lease lapsed and another claimer took it over).
-        let mut held: std::collections::BTreeMap<&str, Option<DateTime<Utc>>> = std::collections::BTreeMap::new();
-        for event in ledger {
-            match event {
-                Event::Claimed { id, lease_expires_at, .. } => {
-                    coverage.takeovers += u64::from(held.insert(id.as_str(), *lease_expires_at).is_some());
-                }
-                Event::Heartbeat { id, lease_expires_at } => {
-                    if let Some(lease) = held.get_mut(id.as_str()) {
-                        *lease = *lease_expires_at;
-                    }
-                }
-                Event::Ended { id, .. } => {
-                    held.remove(id.as_str());
-                }
-                Event::Reaped { at, .. } => held.retain(|_, lease| !lease.is_some_and(|lease| lease < *at)),
-                _ => {}
-            }
-        }
-        coverage
     }
 }
 
@@ -240,6 +193,7 @@ fn set_up<S: SimStore>(store: &Faulty<S>, seed: u64) -> Principals {
     let mut verbs: Vec<String> = models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect();
     verbs.push("admission_status".into());
     let mut agents = vec![];
+    let mut agent_ids = vec![];
     for index in 0..8 {
         let key = token("sbk_", &format!("agent{index}"), seed);
         let endpoint = futures::executor::block_on(inner.vend_endpoint(NewEndpoint {
@@ -254,6 +208,7 @@ fn set_up<S: SimStore>(store: &Faulty<S>, seed: u64) -> Principals {
         }))
         .unwrap_or_else(|e| panic!("set-up: vend agent: {e}"));
         agents.push((endpoint.slug, key));
+        agent_ids.push(endpoint.id);
     }
     let mirror_key = token("sbk_", "mirror", seed);
     let mirror = futures::executor::block_on(inner.vend_endpoint(NewEndpoint {
@@ -280,16 +235,33 @@ fn set_up<S: SimStore>(store: &Faulty<S>, seed: u64) -> Principals {
         futures::executor::block_on(store.set_policy(&QueueIdentity::team(team_id.clone(), queue), &policy, &actor))
             .unwrap_or_else(|e| panic!("set-up: policy {queue}: {e}"));
     }
+    push_world::set_up(store, &agent_ids, &mirror.id);
     let tenancy = check::Tenancy {
         mirror_holder: format!("endpoint:{}", mirror.id),
         mirror_queue: QueueIdentity::endpoint(mirror.id.clone(), COPY_QUEUE),
         team_id: team_id.clone(),
     };
-    Principals { tenancy, owner_token, team_slug, agents, mirror: (mirror.slug, mirror_key), webhook_id }
+    let mirror_id = mirror.id.clone();
+    Principals {
+        tenancy,
+        owner_token,
+        team_slug,
+        agents,
+        agent_ids,
+        mirror: (mirror.slug, mirror_key),
+        mirror_id,
+        webhook_id,
+    }
 }
 
-/// A replica: the production router, and the background sweeps on simulated time.
-async fn replica<S: SimStore>(name: String, store: Faulty<S>, trace: Trace) -> turmoil::Result {
+/// A replica: the production router, and the background sweeps on simulated time (the push
+/// pipeline's among them).
+async fn replica<S: SimStore>(
+    (name, index): (String, usize),
+    store: Faulty<S>,
+    streams: Streams,
+    trace: Trace,
+) -> turmoil::Result {
     let sweeper = store.clone();
     tokio::spawn(async move {
         loop {
@@ -307,6 +279,7 @@ async fn replica<S: SimStore>(name: String, store: Faulty<S>, trace: Trace) -> t
                 Ok(count) => trace.log(&name, format!("retry scheduler requeued={count}")),
                 Err(error) => trace.log(&name, format!("retry scheduler failed: {}", error.code.as_str())),
             }
+            push_world::replica_pass(&name, index, &sweeper, &streams, &trace).await;
         }
     });
     let mut state = server::app::AppState::new(store);
@@ -336,10 +309,13 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
         .epoch(std::time::UNIX_EPOCH + Duration::from_secs(base.timestamp().max(0) as u64))
         .rng_seed(config.seed)
         .build();
+    let streams = Streams::default();
     for index in 0..config.replicas {
-        let (name, store, trace) = (format!("r{index}"), store.via(index), trace.clone());
-        sim.host(name.clone(), move || replica(name.clone(), store.clone(), trace.clone()));
+        let (name, store, trace, streams) = (format!("r{index}"), store.via(index), trace.clone(), streams.clone());
+        sim.host(name.clone(), move || replica((name.clone(), index), store.clone(), streams.clone(), trace.clone()));
     }
+    let links: Vec<Faulty<S>> = (0..config.replicas).map(|index| store.via(index)).collect();
+    let push_of = |endpoint_id: &str| Some(AgentPush::new(links.clone(), streams.clone(), endpoint_id.to_string()));
     let caller = |name: &str| Caller {
         name: name.to_string(),
         replicas: config.replicas,
@@ -350,111 +326,53 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     let fleet_ids = FleetIds::default();
     for index in 0..config.agents {
         let (slug, key) = principals.agents[index % principals.agents.len()].clone();
+        let push = push_of(&principals.agent_ids[index % principals.agent_ids.len()]);
         let seed = config.seed.wrapping_mul(31).wrapping_add(index as u64 + 1);
-        sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), slug, key, seed, until, None));
+        sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), (slug, key), seed, until, None, push));
     }
-    let (slug, key) = principals.mirror.clone();
-    sim.client("m0", agent(caller("m0"), slug, key, config.seed ^ 0xA5A5, until, Some(fleet_ids.clone())));
+    let mirror = principals.mirror.clone();
+    let push = push_of(&principals.mirror_id);
+    sim.client("m0", agent(caller("m0"), mirror, config.seed ^ 0xA5A5, until, Some(fleet_ids.clone()), push));
     sim.client("owner", owner(caller("owner"), principals.clone(), config.seed ^ 0x5A5A, until));
     sim.client(
         "producer",
         producer(caller("producer"), principals.clone(), config.seed ^ 0x0F0F, config.todos, fleet_ids),
     );
 
-    let mut faults = FaultCounts::default();
-    let mut driver = Rng::new(config.seed ^ 0xD21E);
-    let mut offset = Span::zero();
-    let mut crashed: Option<(usize, u64)> = None;
-    let mut partitioned: Option<(String, String, u64)> = None;
-    let mut cut_link: Option<(usize, u64)> = None;
+    let mut driver = FaultDriver::new(&config, &store);
     let mut steps = 0_u64;
     // The invariants, checked while the run goes (every `CHECK_EVERY_STEPS`) and at the end.
     let mut judge = check::LedgerCheck::new(principals.tenancy.clone());
     let mut first_violation_at: Option<Duration> = None;
-    let identities: Vec<QueueIdentity> = store
-        .ledger()
-        .iter()
-        .filter_map(|e| match e {
-            Event::PolicySet { identity, .. } => Some(identity.clone()),
-            _ => None,
-        })
-        .collect();
+    // Set once the clients are done: the faults are healed and the run drains until then.
+    let mut drained_at: Option<Duration> = None;
     loop {
-        clock.set(base + Span::from_std(sim.elapsed()).unwrap_or_default() + offset);
-        if config.faults {
-            if let Some((index, back_at)) = crashed
-                && steps >= back_at
-            {
-                sim.bounce(format!("r{index}"));
-                crashed = None;
-            } else if crashed.is_none() && config.replicas > 1 && driver.below(100_000) < 16 {
-                let index = driver.below(config.replicas as u64) as usize;
-                sim.crash(format!("r{index}"));
-                crashed = Some((index, steps + 100 + driver.below(1_000)));
-                faults.crashes += 1;
-            }
-            if let Some((a, b, until_step)) = &partitioned
-                && steps >= *until_step
-            {
-                sim.repair(a.as_str(), b.as_str());
-                partitioned = None;
-            } else if partitioned.is_none() && driver.below(100_000) < 20 {
-                let clients: Vec<String> = (0..config.agents)
-                    .map(|i| format!("a{i}"))
-                    .chain(["m0", "owner", "producer"].map(String::from))
-                    .collect();
-                let a = driver.pick(&clients).clone();
-                let b = format!("r{}", driver.below(config.replicas as u64));
-                sim.partition(a.as_str(), b.as_str());
-                partitioned = Some((a, b, steps + 50 + driver.below(750)));
-                faults.partitions += 1;
-            }
-            if let Some((replica, until_step)) = cut_link
-                && steps >= until_step
-            {
-                store.cut_link(replica, false);
-                cut_link = None;
-            } else if cut_link.is_none() && driver.below(100_000) < 16 {
-                let replica = driver.below(config.replicas as u64) as usize;
-                store.cut_link(replica, true);
-                cut_link = Some((replica, steps + 50 + driver.below(750)));
-                faults.database_partitions += 1;
-            }
-            if driver.below(100_000) < 12 {
-                // Forward only: a database clock does not run backwards. Across an hour
-                // boundary, a day, or to just before the DST fold's second 01:30.
-                offset += match driver.below(3) {
-                    0 => Span::minutes(20),
-                    1 => Span::hours(1),
-                    _ => Span::hours(6),
-                };
-                faults.clock_jumps += 1;
-            }
-            if driver.below(100_000) < 6 && !identities.is_empty() {
-                let identity = driver.pick(&identities).clone();
-                if current_policy_has_window(&store.ledger(), &identity) {
-                    store.inner().corrupt_policy_zone(&identity);
-                    store.record(Event::PolicyCorrupted { identity });
-                    faults.corruptions += 1;
-                }
-            }
+        clock.set(base + Span::from_std(sim.elapsed()).unwrap_or_default() + driver.offset());
+        if config.faults && drained_at.is_none() {
+            driver.step(&mut sim, &store, &streams, steps);
         }
         steps += 1;
         if steps.is_multiple_of(CHECK_EVERY_STEPS) {
             judge.feed(&store.ledger());
-            if first_violation_at.is_none() && !judge.violations().is_empty() {
+            if first_violation_at.is_none() && judge.has_violations() {
                 first_violation_at = Some(sim.elapsed());
             }
         }
         match sim.step() {
-            Ok(true) => break,
-            Ok(false) => {}
+            Ok(true) if drained_at.is_none() => {
+                driver.heal(&mut sim, &store, &streams);
+                drained_at = Some(sim.elapsed() + DRAIN);
+            }
+            Ok(true) if drained_at.is_some_and(|at| sim.elapsed() >= at) => break,
+            Ok(_) => {}
             Err(error) => {
                 let (trace_lines, _) = trace.take();
+                let faults = driver.counts();
                 return finish(config, &store, steps, faults, trace_lines, vec![format!("simulation error: {error}")]);
             }
         }
     }
+    let mut faults = driver.counts();
     store.arm(FaultRates::NONE);
     let (trace_lines, cancellations) = trace.take();
     faults.cancellations = cancellations;
@@ -476,18 +394,6 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     );
     violations.extend(store.inner().final_check());
     finish(config, &store, steps, faults, trace_lines, violations)
-}
-
-fn current_policy_has_window(ledger: &[Event], identity: &QueueIdentity) -> bool {
-    ledger
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            Event::PolicySet { identity: i, policy } if i == identity => Some(policy.window.is_some()),
-            Event::PolicyCleared { identity: i } if i == identity => Some(false),
-            _ => None,
-        })
-        .unwrap_or(false)
 }
 
 /// Every queue identity the run created todos in or set a policy on.
@@ -524,6 +430,6 @@ fn finish<S: SimStore>(
     let trace_hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let claims = store.ledger().iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
     let ops = trace.len() as u64;
-    let coverage = Coverage::measure(&trace, &store.ledger());
+    let coverage = Coverage::measure(&trace, &store.ledger(), &store.inner().hook_outbox());
     Outcome { coverage, seed: config.seed, steps, ops, claims, faults, trace, trace_hash, violations }
 }

@@ -16,6 +16,12 @@ fn the_harness_catches_seeded_bugs_of_each_kind() {
         (Mutant::RefundOnRelease, Judge::Invariants),
         (Mutant::ClaimNextStopsAtFirstRefusal, Judge::Differential),
         (Mutant::CheckOutsideLock, Judge::Stress),
+        // The push pipeline's bugs, hooked in the model store and judged by the push invariants
+        // (check_push.rs): (a) no push while deferred, (e) each push decided once, (d) no hook
+        // call lost when its sender crashes.
+        (Mutant::PushWhileDeferred, Judge::Invariants),
+        (Mutant::RingPerReplica, Judge::Invariants),
+        (Mutant::HookLostOnCrash, Judge::Invariants),
     ] {
         match hunt(mutant, 8) {
             Hunt::Caught { after_seeds, judge: found, how } => {

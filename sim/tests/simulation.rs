@@ -39,6 +39,16 @@ fn model_seeds_keep_every_invariant(first: u64) {
     }
     assert!(coverage.takeovers > 0 && coverage.owner_writes_ok > 0, "{coverage:?}");
     assert!(coverage.redeliveries_deduped > 0 && coverage.foreign_probes > 0, "{coverage:?}");
+    // SPEC-0030 REQ-8: every kind of doorbell rang, pushes were withheld for deferred queues,
+    // hook calls ended every way a call can end, agents clocked in and out, crashes broke streams.
+    for reason in ["created", "requeued", "heartbeat", "reopen", "digest"] {
+        assert!(coverage.rings.get(reason).copied().unwrap_or(0) > 0, "no {reason} doorbell: {coverage:?}");
+    }
+    for outcome in ["delivered", "failed", "refused", "dropped"] {
+        assert!(coverage.hook_calls.get(outcome).copied().unwrap_or(0) > 0, "no {outcome} hook call: {coverage:?}");
+    }
+    assert!(coverage.withheld_deferred > 0 && coverage.presence_changes > 0, "{coverage:?}");
+    assert!(coverage.streams_broken > 0, "{coverage:?}");
     for (kind, count) in [
         ("crashes", faults.crashes),
         ("partitions", faults.partitions),

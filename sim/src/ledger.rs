@@ -1,0 +1,75 @@
+//! The ground-truth ledger: what committed, in commit order, as the fault wrapper (`faults.rs`)
+//! records it right after each store call returns (before a lost acknowledgement hides it from
+//! the caller). The invariant checks (`check.rs`, `check_push.rs`) read this, never the clients'
+//! view.
+
+use models::admission::{Headroom, Policy};
+use models::identity::QueueIdentity;
+use models::presence::{Override, Shift};
+use models::push::Ring;
+
+/// One thing that committed, in commit order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Created {
+        id: String,
+        identity: QueueIdentity,
+        deduped: bool,
+    },
+    Claimed {
+        id: String,
+        identity: QueueIdentity,
+        holder: String,
+        at: chrono::DateTime<chrono::Utc>,
+        lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+        attempt: i32,
+        admission: Option<Headroom>,
+    },
+    /// complete, fail or release by the holder.
+    Ended {
+        id: String,
+        how: &'static str,
+    },
+    Heartbeat {
+        id: String,
+        lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    },
+    PolicySet {
+        identity: QueueIdentity,
+        policy: Policy,
+    },
+    PolicyCleared {
+        identity: QueueIdentity,
+    },
+    /// The stored policy row was damaged by the simulation (REQ-9 fault).
+    PolicyCorrupted {
+        identity: QueueIdentity,
+    },
+    /// A sweep returned (or dead-lettered) every claim whose lease had lapsed at `at`.
+    Reaped {
+        returned: u64,
+        dead_lettered: u64,
+        at: chrono::DateTime<chrono::Utc>,
+    },
+    Requeued {
+        count: u64,
+    },
+    /// A push pass decided these doorbells and enqueued this many hook calls (in `hook_outbox`
+    /// id order, right after those of earlier passes), at `at` (REQ-8).
+    Pushed {
+        pass: &'static str,
+        rings: Vec<Ring>,
+        hook_calls: u64,
+        at: chrono::DateTime<chrono::Utc>,
+    },
+    /// An endpoint's presence override was set or cleared (SPEC-0022).
+    PresenceSet {
+        endpoint_id: String,
+        override_: Option<Override>,
+    },
+    /// An endpoint's shift was set or cleared (SPEC-0022).
+    ShiftSet {
+        endpoint_id: String,
+        shift: Option<Shift>,
+    },
+}
