@@ -10,6 +10,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod database;
+pub mod hook_sender;
 pub mod intake_api;
 pub mod mcp;
 pub mod metrics;
