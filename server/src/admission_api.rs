@@ -153,6 +153,8 @@ pub async fn put<S: Store>(
     let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let actor = PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None };
     let saved = state.store.set_policy(&identity, &policy, &actor).await?;
+    // A raised limit may reopen a deferred queue at once (REQ-8).
+    state.push.capacity_changed();
     Ok(axum::Json(admission_json(&saved)).into_response())
 }
 
@@ -167,6 +169,7 @@ pub async fn delete<S: Store>(
     let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let actor = PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None };
     state.store.clear_policy(&identity, &actor).await?;
+    state.push.capacity_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -178,6 +178,9 @@ pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, headers: Head
     new.validate()?;
     let identity = resolve_identity(&state.store, &human, scope, queue).await?;
     let created = state.store.create_todo(NewTodo { identity, ..new }).await?;
+    if !created.deduped {
+        state.push.work_added();
+    }
     let status = if created.deduped { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, axum::Json(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped })))
         .into_response())
@@ -266,6 +269,8 @@ pub async fn todo_action<S: Store>(
         }
         _ => return Err(ApiError(Error::not_found())),
     };
+    // A freed in-flight slot may reopen a deferred queue (REQ-8); a retried todo is new work.
+    state.push.capacity_changed();
     Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
 }
 

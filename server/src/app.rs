@@ -2,13 +2,13 @@
 //! simulation runs the very same router on the reference model.
 
 use crate::admission_api::{self, WriteLimiter};
-use crate::{api, intake_api, mcp, webhooks};
+use crate::{api, intake_api, mcp, push, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use models::error::{Code, Error};
 use models::store::Store;
 use std::sync::Arc;
@@ -24,11 +24,21 @@ pub struct AppState<S: Store> {
     pub admission_writes: Arc<WriteLimiter>,
     /// The `/metrics` credential, queue-label limiter and collection-error counts (SPEC-0023).
     pub metrics: Arc<crate::metrics::MetricsConfig>,
+    /// This replica's MCP streams and the push loops' nudges (REQ-8).
+    pub push: Arc<crate::push::Hub>,
+    /// Which addresses notify hooks may call (the SSRF guard's setting).
+    pub hook_addresses: crate::hook_sender::AddressPolicy,
 }
 
 impl<S: Store> AppState<S> {
     pub fn new(store: S) -> Self {
-        AppState { store, admission_writes: Arc::default(), metrics: Arc::new(crate::metrics::MetricsConfig::closed()) }
+        AppState {
+            store,
+            admission_writes: Arc::default(),
+            metrics: Arc::new(crate::metrics::MetricsConfig::closed()),
+            push: Arc::new(crate::push::Hub::new("local")),
+            hook_addresses: crate::hook_sender::AddressPolicy::PublicOnly,
+        }
     }
 }
 
@@ -38,6 +48,8 @@ impl<S: Store> Clone for AppState<S> {
             store: self.store.clone(),
             admission_writes: self.admission_writes.clone(),
             metrics: self.metrics.clone(),
+            push: self.push.clone(),
+            hook_addresses: self.hook_addresses,
         }
     }
 }
@@ -48,6 +60,14 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .route("/metrics", get(crate::metrics::scrape::<S>))
         .route("/api/v1/endpoints", post(api::vend::<S>).get(api::list_endpoints::<S>))
         .route("/api/v1/endpoints/{reference}", delete(intake_api::delete_endpoint::<S>))
+        .route(
+            "/api/v1/endpoints/{reference}/presence",
+            get(push::api::show_presence::<S>).put(push::api::put_presence::<S>).delete(push::api::clear_presence::<S>),
+        )
+        .route("/api/v1/endpoints/{reference}/shift", put(push::api::put_shift::<S>))
+        .route("/api/v1/endpoints/{reference}/hooks", get(push::api::list_hooks::<S>).post(push::api::add_hook::<S>))
+        .route("/api/v1/endpoints/{reference}/hooks/{hook_id}", delete(push::api::remove_hook::<S>))
+        .route("/api/v1/endpoints/{reference}/hooks/{hook_id}/test", post(push::api::test_hook::<S>))
         .route("/api/v1/todos", post(api::push_todo::<S>).get(api::list_todos::<S>))
         .route("/api/v1/todos/{id}", get(api::show_todo::<S>).patch(intake_api::edit::<S>))
         .route("/api/v1/queues/{scope}/{queue}", delete(intake_api::purge::<S>))
@@ -74,7 +94,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .route("/api/v1/webhooks", post(webhooks::create::<S>))
         .route("/api/v1/openapi.json", get(crate::openapi::serve))
         .route("/ingest/{webhook_id}", post(webhooks::ingest::<S>))
-        .route("/mcp/{slug}", post(mcp::handle::<S>))
+        .route("/mcp/{slug}", post(mcp::handle::<S>).get(push::stream::open::<S>))
         .fallback(|| async { crate::wire::ApiError(Error::not_found()) })
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .layer(middleware::map_response(security_headers))

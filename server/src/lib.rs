@@ -15,6 +15,7 @@ pub mod intake_api;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;
+pub mod push;
 pub mod serve;
 pub mod webhooks;
 pub mod wire;

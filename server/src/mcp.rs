@@ -18,8 +18,9 @@ use axum::response::{IntoResponse, Response};
 use models::admission::Policy;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
+use models::presence::Presence;
 use models::scope::{Actor, AgentScope};
-use models::store::{ClaimNext, PolicyActor, Store, TodoQuery, TodoSet};
+use models::store::{ClaimNext, OverrideBy, PolicyActor, Store, TodoQuery, TodoSet};
 use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
 use serde_json::{Value, json};
 
@@ -61,7 +62,18 @@ pub async fn handle<S: Store>(
     };
     let params = request.get("params").cloned().unwrap_or(json!({}));
     match method {
-        "initialize" => rpc_result(id, initialize(&params)),
+        "initialize" => {
+            // Streamable HTTP: the session id names this client's stream (`GET`) later.
+            let session = match state.store.open_session(&agent.endpoint_id).await {
+                Ok(session) => session,
+                Err(error) => return ApiError(error).into_response(),
+            };
+            let mut response = rpc_result(id, initialize(&params));
+            if let Ok(value) = session.parse() {
+                response.headers_mut().insert(crate::push::stream::SESSION_HEADER, value);
+            }
+            response
+        }
         "ping" => rpc_result(id, json!({})),
         "tools/list" => rpc_result(id, json!({ "tools": tools_for(&agent) })),
         "tools/call" => {
@@ -70,9 +82,11 @@ pub async fn handle<S: Store>(
             };
             let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
             let outcome = match arguments.as_object() {
+                Some(map) if SELF_VERBS.contains(&name) => call_self_verb(&state, &agent, name, &Args::new(map)).await,
                 Some(map) => call_tool(&state, &agent, name, &Args::new(map)).await,
                 None => Err(Error::invalid("arguments", "arguments must be an object")),
             };
+            after_tool(&state, name, &outcome);
             if let Err(error) = &outcome {
                 tracing::debug!(endpoint = %agent.endpoint_id, tool = name, %error, "tool refused");
             }
@@ -210,6 +224,21 @@ fn tool_catalog() -> Vec<(&'static str, &'static str, Value)> {
             "Remove the admission policy of one of your own queues. Only when your owner opted you in.",
             json!({ "type": "object", "properties": { "queue": queue }, "required": ["queue"], "additionalProperties": false }),
         ),
+        (
+            "clock_in",
+            "Say you are available for doorbells now, for a while (seconds; 1 h default, 8 h max).",
+            json!({ "type": "object", "properties": { "for": { "type": "integer", "minimum": 60, "maximum": 28800 } }, "additionalProperties": false }),
+        ),
+        (
+            "clock_out",
+            "Stop doorbells until your shift's next boundary (pulls keep working).",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        ),
+        (
+            "presence",
+            "Read your presence: in or out, why, until when, your shift and the pending work.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        ),
     ]
 }
 
@@ -224,7 +253,7 @@ fn granted(agent: &AgentScope, name: &str) -> bool {
 fn tools_for(agent: &AgentScope) -> Vec<Value> {
     tool_catalog()
         .into_iter()
-        .filter(|(name, _, _)| granted(agent, name))
+        .filter(|(name, _, _)| granted(agent, name) || SELF_VERBS.contains(name))
         .map(|(name, description, schema)| json!({ "name": name, "description": description, "inputSchema": schema }))
         .collect()
 }
@@ -239,31 +268,8 @@ async fn call_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, name: &str
     }
     let actor = Actor::Agent(agent.clone());
     match name {
-        "claim_next" => {
-            args.only(&["queue", "lease_ttl_seconds"])?;
-            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
-            let queues = agent.narrow(args.opt_str("queue")?)?;
-            match store.claim_next(&actor, &queues, lease).await? {
-                ClaimNext::Claimed(claimed) => {
-                    let mut body = claimed_json(&claimed);
-                    if let Some(map) = body.as_object_mut() {
-                        map.insert("empty".into(), json!(false));
-                    }
-                    Ok(body)
-                }
-                // `deferred` appears only when a granted queue holds pending work it cannot admit
-                // now; a bare `empty: true` still means there is no pending work at all.
-                ClaimNext::Empty { deferred } if deferred.is_empty() => Ok(json!({ "empty": true })),
-                ClaimNext::Empty { deferred } => {
-                    Ok(json!({ "empty": true, "deferred": deferred.iter().map(deferred_json).collect::<Vec<_>>() }))
-                }
-            }
-        }
-        "claim" => {
-            args.only(&["id", "lease_ttl_seconds"])?;
-            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
-            Ok(claimed_json(&store.claim(&actor, args.str("id")?, lease).await?))
-        }
+        "claim_next" => claim_next_tool(state, agent, &actor, args).await,
+        "claim" => claim_tool(state, &actor, args).await,
         "heartbeat" => {
             args.only(&["id", "lease_ttl_seconds"])?;
             let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
@@ -386,6 +392,109 @@ async fn call_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, name: &str
             Ok(json!({ "queues": entries }))
         }
         _ => Err(Error::invalid("name", format!("unknown tool {name}"))),
+    }
+}
+
+async fn claim_next_tool<S: Store>(
+    state: &AppState<S>,
+    agent: &AgentScope,
+    actor: &Actor,
+    args: &Args<'_>,
+) -> Result<Value> {
+    args.only(&["queue", "lease_ttl_seconds"])?;
+    let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+    let queues = agent.narrow(args.opt_str("queue")?)?;
+    let outcome = state.store.claim_next(actor, &queues, lease).await?;
+    // Who was told to wait (an empty answer's deferred queues, a queue this claim filled) is
+    // watched, so the reopen sweep rings once when their queue admits claims again (REQ-8).
+    state.push.after_claim_next(&state.store, &outcome).await;
+    match outcome {
+        ClaimNext::Claimed(claimed) => {
+            let mut body = claimed_json(&claimed);
+            if let Some(map) = body.as_object_mut() {
+                map.insert("empty".into(), json!(false));
+            }
+            Ok(body)
+        }
+        // `deferred` appears only when a granted queue holds pending work it cannot admit
+        // now; a bare `empty: true` still means there is no pending work at all.
+        ClaimNext::Empty { deferred } if deferred.is_empty() => Ok(json!({ "empty": true })),
+        ClaimNext::Empty { deferred } => {
+            Ok(json!({ "empty": true, "deferred": deferred.iter().map(deferred_json).collect::<Vec<_>>() }))
+        }
+    }
+}
+
+async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_>) -> Result<Value> {
+    args.only(&["id", "lease_ttl_seconds"])?;
+    let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+    let id = args.str("id")?;
+    match state.store.claim(actor, id, lease).await {
+        Ok(claimed) => {
+            state.push.after_claim(&state.store, Ok(&claimed)).await;
+            Ok(claimed_json(&claimed))
+        }
+        Err(error) => {
+            if error.code == models::error::Code::Deferred {
+                let identity = state.store.get_todo(actor, id).await.ok().map(|todo| todo.identity);
+                state.push.after_claim(&state.store, Err((&error, identity))).await;
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Verbs every endpoint may call about itself, outside its grant (base-system §1).
+const SELF_VERBS: &[&str] = &["clock_in", "clock_out", "presence"];
+
+/// `clock_in {for?}` (seconds; 1 h default, 8 h max), `clock_out`, `presence` (SPEC-0022).
+async fn call_self_verb<S: Store>(
+    state: &AppState<S>,
+    agent: &AgentScope,
+    name: &str,
+    args: &Args<'_>,
+) -> Result<Value> {
+    let store = &state.store;
+    let view = match name {
+        "clock_in" | "clock_out" => {
+            args.only(&["for"])?;
+            let (presence, for_seconds) = if name == "clock_in" {
+                (Presence::In, args.opt_i64("for")?)
+            } else {
+                args.only(&[])?;
+                (Presence::Out, None)
+            };
+            let view = crate::push::api::set_presence_from(
+                store,
+                &agent.endpoint_id,
+                presence,
+                for_seconds,
+                OverrideBy::Agent,
+            )
+            .await?;
+            // The clock-in digest may have rung a stream on this replica.
+            state.push.capacity_changed();
+            view
+        }
+        _ => {
+            args.only(&[])?;
+            store.presence(&agent.endpoint_id).await?
+        }
+    };
+    Ok(crate::push::api::presence_json(&view))
+}
+
+/// Nudges the push loops after a verb that changed what may be pushed.
+fn after_tool<S: Store>(state: &AppState<S>, name: &str, outcome: &Result<Value>) {
+    if outcome.is_err() {
+        return;
+    }
+    match name {
+        "create_todo" => state.push.work_added(),
+        "complete" | "fail" | "release" | "set_admission_policy" | "clear_admission_policy" | "discard_todo" => {
+            state.push.capacity_changed()
+        }
+        _ => {}
     }
 }
 

@@ -376,6 +376,7 @@ pub fn render(
         let action = if DISCARD_ACTIONS.contains(&action.as_str()) { action.as_str() } else { OTHER_LABEL };
         discarded.get_metric_with_label_values(&[labels.label(queue), action])?.inc_by(*removed);
     }
+    render_push(&registry, counters)?;
     if let Some(capacity) = capacity {
         let gauge = IntGauge::new(
             "switchboard_queue_capacity_max",
@@ -414,6 +415,38 @@ fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> pr
     let family = IntGaugeVec::new(Opts::new(name, help), labels)?;
     registry.register(Box::new(family.clone()))?;
     Ok(family)
+}
+
+/// Push series (SPEC-0030 REQ-8): doorbells by reason, hook calls by outcome, reopenings. Every
+/// label value is a fixed word, reported at zero until it happens.
+fn render_push(registry: &Registry, counters: &Snapshot) -> prometheus::Result<()> {
+    let rings = counter_vec(
+        registry,
+        "switchboard_doorbell_rings_total",
+        "Doorbells this replica decided, by reason (created, requeued, heartbeat, reopen, digest).",
+        &["reason"],
+    )?;
+    for reason in models::push::RingReason::ALL {
+        let rung = counters.rings.get(&reason).copied().unwrap_or(0);
+        rings.get_metric_with_label_values(&[reason.as_str()])?.inc_by(rung);
+    }
+    let hook_calls = counter_vec(
+        registry,
+        "switchboard_notify_hook_calls_total",
+        "Notify hook calls this replica sent, by outcome (delivered, failed, refused).",
+        &["outcome"],
+    )?;
+    for outcome in ["delivered", "failed", "refused"] {
+        let sent = counters.hook_calls.get(outcome).copied().unwrap_or(0);
+        hook_calls.get_metric_with_label_values(&[outcome])?.inc_by(sent);
+    }
+    let reopens = prometheus::IntCounter::new(
+        "switchboard_admission_reopens_total",
+        "Deferred queue identities this replica rang open again once they admitted claims (REQ-8).",
+    )?;
+    registry.register(Box::new(reopens.clone()))?;
+    reopens.inc_by(counters.reopens);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 
 use crate::app::{AppState, router};
 use crate::database::{self, Target};
+use crate::hook_sender::AddressPolicy;
+use crate::push::{Hub, tasks};
 use engine::{PgStore, PoolSettings, sweeps};
 use models::store::SystemClock;
 use std::net::SocketAddr;
@@ -53,7 +55,16 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let sweeper = sweeps::spawn(store.clone(), options.reaper_interval, shutdown_rx.clone());
     let metrics = Arc::new(crate::metrics::MetricsConfig::from_env());
-    let app = router(AppState { metrics, ..AppState::new(store.clone()) });
+    let push = Arc::new(Hub::new(Hub::random_replica_id()));
+    let hook_addresses = AddressPolicy::from_env();
+    if hook_addresses == AddressPolicy::AllowPrivate {
+        tracing::warn!("SWITCHBOARD_HOOKS_ALLOW_PRIVATE is set: notify hooks may call private and loopback addresses");
+    }
+    let mut pushers =
+        tasks::spawn(store.clone(), push.clone(), options.reaper_interval, hook_addresses, shutdown_rx.clone());
+    pushers.push(listen_for_doorbells(store.clone(), push.clone(), shutdown_rx.clone()));
+    let state = AppState { metrics, push: push.clone(), hook_addresses, ..AppState::new(store.clone()) };
+    let app = router(state);
 
     // Tests and scripts wait for exactly this line.
     println!("switchboard listening on http://{address}");
@@ -63,14 +74,20 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = graceful.wait_for(|stop| *stop).await;
     });
+    let streams = push.clone();
     let signals = tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutdown requested; finishing in-flight requests");
         let _ = shutdown_tx.send(true);
+        // Open MCP streams never finish on their own: end them so the graceful stop can.
+        streams.close(&streams.sessions(), None);
     });
     let served = server.await;
     signals.abort();
     let _ = sweeper.await;
+    for pusher in pushers {
+        let _ = pusher.await;
+    }
     store.pool().close().await;
     stop_embedded(target).await;
     tracing::info!("stopped");
@@ -95,4 +112,40 @@ async fn wait_for_signal() {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
     }
+}
+
+/// Delivers doorbells decided on any replica (announced with `pg_notify` at their commit) to the
+/// streams this process holds. The listener reconnects by itself when its connection drops;
+/// doorbells announced meanwhile are lost as hints, and the heartbeat re-rings the work.
+fn listen_for_doorbells(
+    store: PgStore,
+    hub: Arc<Hub>,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut listener = match sqlx::postgres::PgListener::connect_with(store.pool()).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for doorbells; streams get only this replica's rings");
+                return;
+            }
+        };
+        if let Err(error) = listener.listen(engine::pg_store::PUSH_CHANNEL).await {
+            tracing::error!(%error, "cannot listen for doorbells; streams get only this replica's rings");
+            return;
+        }
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                received = listener.recv() => match received {
+                    Ok(notification) => tasks::deliver_announced(&hub, notification.payload()),
+                    Err(error) => {
+                        tracing::warn!(%error, "doorbell listener lost its connection; reconnecting");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                },
+            }
+        }
+    })
 }

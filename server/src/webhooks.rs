@@ -129,6 +129,9 @@ pub async fn ingest<S: Store>(
         })
         .collect();
     let ingested = state.store.ingest(&webhook_id, &delivery_id, todos).await?;
+    if !ingested.deduped {
+        state.push.work_added();
+    }
     Ok((StatusCode::ACCEPTED, axum::Json(json!({ "todos": ingested.todo_ids, "deduped": ingested.deduped })))
         .into_response())
 }

@@ -102,6 +102,14 @@ impl Server {
         panic!("server did not stop within 30 s of SIGTERM");
     }
 
+    /// SIGKILL: the process dies mid-work, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -137,6 +145,13 @@ impl Client {
 
     pub async fn get(&self, path: &str, token: &str) -> (u16, Value) {
         let response = self.http.get(format!("{}{path}", self.base)).bearer_auth(token).send().await.expect("GET");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn delete_json(&self, path: &str, token: &str) -> (u16, Value) {
+        let response =
+            self.http.delete(format!("{}{path}", self.base)).bearer_auth(token).send().await.expect("DELETE");
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
     }

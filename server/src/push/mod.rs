@@ -1,0 +1,216 @@
+//! Push on this replica (SPEC-0030 REQ-8; `docs/push.md`): the MCP streams this process holds,
+//! the background loop that asks the store to decide pushes, and delivery of the doorbells the
+//! store decided to the stream that should carry them.
+//!
+//! Decisions are never taken here: the store takes each one once, in a transaction, across all
+//! replicas. This module keeps the replica-local half: which sessions' streams live in this
+//! process (`Hub`), nudges that make the loop run now instead of at its next tick, and the
+//! after-effects of agent verbs that tell the store who was told to wait (the reopen watch).
+
+pub mod api;
+pub mod stream;
+pub mod tasks;
+
+use models::error::{Code, Error};
+use models::identity::QueueIdentity;
+use models::push::Ring;
+use models::store::{ClaimNext, Claimed, Store};
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use tokio::sync::{Notify, mpsc};
+
+/// Doorbells one stream buffers while its client reads slowly; past it the oldest are dropped
+/// (the client can resume from `Last-Event-ID`, and the queue stays the ledger).
+const STREAM_BUFFER_MAX: usize = 64;
+/// Delivered event ids remembered per stream, so a doorbell that arrives both directly and by
+/// `NOTIFY` is sent once.
+const DELIVERED_REMEMBERED_MAX: usize = 256;
+
+/// One event on a session's stream: its id (`seq`) and the JSON-RPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamEvent {
+    pub seq: i64,
+    pub message: Value,
+}
+
+/// What a stream's task receives.
+#[derive(Debug)]
+pub enum StreamSignal {
+    Event(StreamEvent),
+    /// The session or its endpoint is gone or revoked: the stream ends.
+    Close,
+}
+
+struct Slot {
+    endpoint_id: String,
+    sender: mpsc::Sender<StreamSignal>,
+    delivered: VecDeque<i64>,
+}
+
+/// The replica-local half of push: streams held here, and the loop's nudges.
+pub struct Hub {
+    replica_id: String,
+    slots: Mutex<HashMap<String, Slot>>,
+    /// Work entered pending: decide pushes now.
+    pub(crate) dispatch_now: Notify,
+    /// A slot may have freed or a policy changed: run the reopen sweep now.
+    pub(crate) reopen_now: Notify,
+    /// Hook calls were enqueued: send now.
+    pub(crate) hooks_now: Notify,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub").field("replica_id", &self.replica_id).finish()
+    }
+}
+
+impl Hub {
+    pub fn new(replica_id: impl Into<String>) -> Hub {
+        Hub {
+            replica_id: replica_id.into(),
+            slots: Mutex::default(),
+            dispatch_now: Notify::new(),
+            reopen_now: Notify::new(),
+            hooks_now: Notify::new(),
+        }
+    }
+
+    /// A fresh replica id for a server process (`rp_` and 16 random hex digits).
+    pub fn random_replica_id() -> String {
+        let bytes: [u8; 8] = rand::random();
+        format!("rp_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+
+    pub fn replica_id(&self) -> &str {
+        &self.replica_id
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a stream for a session; a previous stream of the same session on this replica
+    /// is closed (one stream per session).
+    pub(crate) fn register(&self, session_id: &str, endpoint_id: &str) -> mpsc::Receiver<StreamSignal> {
+        let (sender, receiver) = mpsc::channel(STREAM_BUFFER_MAX);
+        let slot = Slot { endpoint_id: endpoint_id.to_string(), sender, delivered: VecDeque::new() };
+        if let Some(old) = self.slots().insert(session_id.to_string(), slot) {
+            let _ = old.sender.try_send(StreamSignal::Close);
+        }
+        receiver
+    }
+
+    /// Forgets a stream, unless a newer stream of the same session replaced it.
+    pub(crate) fn unregister(&self, session_id: &str, sender_closed: bool) {
+        let mut slots = self.slots();
+        if slots.get(session_id).is_some_and(|slot| sender_closed || slot.sender.is_closed()) {
+            slots.remove(session_id);
+        }
+    }
+
+    /// Sessions whose streams this replica holds.
+    pub fn sessions(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.slots().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Sends a doorbell to its session's stream if this replica holds it; true when sent.
+    pub fn deliver(&self, session_id: &str, event: StreamEvent) -> bool {
+        let mut slots = self.slots();
+        let Some(slot) = slots.get_mut(session_id) else {
+            return false;
+        };
+        if slot.delivered.contains(&event.seq) {
+            return false;
+        }
+        if slot.delivered.len() >= DELIVERED_REMEMBERED_MAX {
+            slot.delivered.pop_front();
+        }
+        slot.delivered.push_back(event.seq);
+        match slot.sender.try_send(StreamSignal::Event(event)) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::debug!(session = session_id, %error, "stream buffer full or closed; doorbell dropped");
+                false
+            }
+        }
+    }
+
+    /// Delivers what the store decided to streams held here (the others are delivered by their
+    /// replicas, which hear of them through the database).
+    pub fn deliver_rings(&self, rings: &[Ring]) {
+        for ring in rings.iter().filter(|ring| ring.replica_id == self.replica_id) {
+            self.deliver(&ring.session_id, StreamEvent { seq: ring.seq, message: ring.message.clone() });
+        }
+    }
+
+    /// Replays doorbells a reconnecting client missed, on the stream this replica now holds.
+    pub fn deliver_rings_to_session(&self, session_id: &str, rings: &[Ring]) {
+        for ring in rings.iter().filter(|ring| ring.session_id == session_id) {
+            self.deliver(session_id, StreamEvent { seq: ring.seq, message: ring.message.clone() });
+        }
+    }
+
+    /// Closes the streams of these sessions, or of every session of `endpoint_id`.
+    pub fn close(&self, session_ids: &[String], endpoint_id: Option<&str>) {
+        let mut slots = self.slots();
+        slots.retain(|session_id, slot| {
+            let closing = session_ids.contains(session_id) || endpoint_id == Some(slot.endpoint_id.as_str());
+            if closing {
+                let _ = slot.sender.try_send(StreamSignal::Close);
+            }
+            !closing
+        });
+    }
+
+    /// Work entered pending (a create, an ingest): decide its pushes now.
+    pub fn work_added(&self) {
+        self.dispatch_now.notify_one();
+    }
+
+    /// An in-flight slot freed or a policy changed: the reopen sweep runs now.
+    pub fn capacity_changed(&self) {
+        self.reopen_now.notify_one();
+    }
+
+    /// Tells the store who was just told to wait after a `claim_next`: the deferred queues of an
+    /// empty answer, or the queue a claim just filled. Best effort: a missed watch loses that
+    /// reopen ring, and the doorbell heartbeat still re-rings the waiting work on its schedule.
+    pub async fn after_claim_next<S: Store>(&self, store: &S, outcome: &ClaimNext) {
+        let waiting: Vec<QueueIdentity> = match outcome {
+            ClaimNext::Claimed(claimed) => filled(claimed).into_iter().collect(),
+            ClaimNext::Empty { deferred } => deferred.iter().map(|d| d.identity.clone()).collect(),
+        };
+        watch(store, &waiting).await;
+    }
+
+    /// After a named claim: the queue it filled, or the deferred queue it was refused by.
+    pub async fn after_claim<S: Store>(&self, store: &S, outcome: Result<&Claimed, (&Error, Option<QueueIdentity>)>) {
+        let waiting = match outcome {
+            Ok(claimed) => filled(claimed),
+            Err((error, identity)) if error.code == Code::Deferred => identity,
+            Err(_) => None,
+        };
+        watch(store, &waiting.into_iter().collect::<Vec<_>>()).await;
+    }
+}
+
+/// The identity a successful claim left with no room (window spent or in-flight full).
+fn filled(claimed: &Claimed) -> Option<QueueIdentity> {
+    let headroom = claimed.admission.as_ref()?;
+    let spent = headroom.remaining == Some(0);
+    let full = headroom.max_in_flight.is_some_and(|max| headroom.in_flight >= max);
+    (spent || full).then(|| claimed.todo.identity.clone())
+}
+
+async fn watch<S: Store>(store: &S, identities: &[QueueIdentity]) {
+    if identities.is_empty() {
+        return;
+    }
+    if let Err(error) = store.watch_reopen(identities).await {
+        tracing::warn!(%error, "could not record the reopen watch; the heartbeat re-rings the work later");
+    }
+}
