@@ -41,7 +41,7 @@ enum Command {
         #[command(subcommand)]
         command: AdminCommand,
     },
-    /// `queue ...`, `todo ...` and `system ...`: the operator CLI over the HTTP API.
+    /// `queue ...`, `todo ...`, `system ...` and `endpoint ...`: the operator CLI over the HTTP API.
     #[command(flatten)]
     Operator(server::cli::OperatorCommand),
 }

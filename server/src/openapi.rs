@@ -151,6 +151,74 @@ pub const ROUTES: &[Route] = &[
         responses: &[(204, "deleted", ""), (404, "not manageable", "Error")],
     },
     Route {
+        method: "get",
+        path: "/api/v1/endpoints/{reference}/presence",
+        summary: "Whether the endpoint is rung for new work now: presence, its source, until, shift",
+        body: None,
+        responses: &[(200, "presence", "Presence"), (404, "not manageable", "Error")],
+    },
+    Route {
+        method: "put",
+        path: "/api/v1/endpoints/{reference}/presence",
+        summary: "Clock the endpoint in (for_seconds, ending at the shift's next boundary) or out",
+        body: Some("PresenceRequest"),
+        responses: &[
+            (200, "presence", "Presence"),
+            (400, "invalid_argument naming the field", "Error"),
+            (404, "not manageable", "Error"),
+        ],
+    },
+    Route {
+        method: "delete",
+        path: "/api/v1/endpoints/{reference}/presence",
+        summary: "Clear the operator's presence override; the shift decides again",
+        body: None,
+        responses: &[(200, "presence", "Presence"), (404, "not manageable", "Error")],
+    },
+    Route {
+        method: "put",
+        path: "/api/v1/endpoints/{reference}/shift",
+        summary: "Set or clear (null) the endpoint's working hours",
+        body: Some("ShiftRequest"),
+        responses: &[
+            (200, "presence", "Presence"),
+            (400, "invalid_argument on shift", "Error"),
+            (404, "not manageable", "Error"),
+        ],
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/endpoints/{reference}/hooks",
+        summary: "The endpoint's notify hooks (never their secrets)",
+        body: None,
+        responses: &[(200, "hooks", "HookList"), (404, "not manageable", "Error")],
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/endpoints/{reference}/hooks",
+        summary: "Add a notify hook; the Standard Webhooks signing secret is shown once",
+        body: Some("HookRequest"),
+        responses: &[
+            (201, "added", "HookAdded"),
+            (400, "invalid_argument on url (scheme, or a private address: the SSRF guard)", "Error"),
+            (404, "not manageable", "Error"),
+        ],
+    },
+    Route {
+        method: "delete",
+        path: "/api/v1/endpoints/{reference}/hooks/{hook_id}",
+        summary: "Remove a notify hook",
+        body: None,
+        responses: &[(204, "removed", ""), (404, "no such hook, or not manageable", "Error")],
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/endpoints/{reference}/hooks/{hook_id}/test",
+        summary: "Call the hook once now with a signed test body; answers the outcome",
+        body: None,
+        responses: &[(200, "outcome", "HookTestOutcome"), (404, "no such hook, or not manageable", "Error")],
+    },
+    Route {
         method: "patch",
         path: "/api/v1/todos/{id}",
         summary: "Edit a pending todo's title/payload (only the human who created it)",
@@ -237,6 +305,11 @@ fn schemas() -> Value {
     let endpoint = json!({ "type": "object", "properties": { "id": { "type": "string" }, "slug": { "type": "string" },
         "name": { "type": "string" }, "queues": { "type": "array", "items": { "type": "string" } },
         "verbs": { "type": "array", "items": { "type": "string" } }, "token": { "type": "string" }, "mcp_url": { "type": "string" } } });
+    let presence = json!({ "type": "object", "properties": { "presence": { "enum": ["in", "out"] },
+        "source": { "enum": ["default", "shift", "override"] }, "until": ts, "shift": { "type": ["string", "null"] }, "pending": { "type": "integer" } } });
+    let hook = json!({ "type": "object", "properties": { "id": { "type": "string" }, "url": { "type": "string" },
+        "ignore_presence": { "type": "boolean" }, "enabled": { "type": "boolean" }, "consecutive_failures": { "type": "integer" },
+        "disabled_reason": { "type": ["string", "null"] }, "created_at": ts } });
     let list = |key: &str, item: &Value| json!({ "type": "object", "properties": { key: { "type": "array", "items": item } } });
     json!({
         "Error": { "type": "object", "properties": { "error": { "type": "string" }, "code": { "type": "string" },
@@ -277,6 +350,18 @@ fn schemas() -> Value {
             "setting": { "type": "object", "properties": { "max_pending_per_queue": { "type": ["integer", "null"] } } },
             "effective": { "type": "object", "properties": { "max_pending_per_queue": { "type": "integer" },
                 "source": { "enum": ["default", "setting", "environment"] }, "locked": { "type": "boolean" } } } } },
+        "Presence": presence,
+        "PresenceRequest": { "type": "object", "properties": { "presence": { "enum": ["in", "out"] },
+            "for_seconds": { "type": "integer", "description": "clock-in only" } }, "required": ["presence"] },
+        "ShiftRequest": { "type": "object", "properties": { "shift": { "type": ["string", "null"],
+            "description": "TZ=<IANA zone> <days> <HH:MM>-<HH:MM>, e.g. TZ=America/Los_Angeles Mon-Fri 09:00-17:00" } },
+            "required": ["shift"] },
+        "HookRequest": { "type": "object", "properties": { "url": { "type": "string" }, "ignore_presence": { "type": "boolean" } },
+            "required": ["url"] },
+        "HookAdded": { "type": "object", "properties": { "hook": hook, "secret": { "type": "string" } } },
+        "HookList": list("hooks", &hook),
+        "HookTestOutcome": { "type": "object", "properties": { "outcome": { "enum": ["delivered", "failed", "refused"] },
+            "status": { "type": "integer" }, "reason": { "type": "string" } }, "required": ["outcome"] },
         "Webhook": { "type": "object", "properties": { "id": { "type": "string" }, "ingest_url": { "type": "string" },
             "secret": { "type": "string" } } },
     })

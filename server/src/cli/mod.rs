@@ -1,7 +1,8 @@
 //! The operator CLI (contract §1): `switchboard queue budget show|set|clear` (SPEC-0030 REQ-10),
 //! `switchboard queue clear` and `switchboard todo list|show|remove` (owner cancellation),
-//! and `switchboard system queue-capacity show|set` (intake capacity), spoken over the operator
-//! API with a `sbh_` bearer.
+//! `switchboard system queue-capacity show|set` (intake capacity) and `switchboard endpoint
+//! presence|clock-in|clock-out|shift|hook` (push), spoken over the operator API with a `sbh_`
+//! bearer.
 //!
 //! It owns the command-line grammar of those commands, their exit statuses (0 ok, 1 refused by
 //! the server, unreachable or not confirmed, 2 usage) and how their answers read as tables
@@ -14,6 +15,7 @@ mod budget;
 mod cancel;
 mod capacity;
 mod client;
+mod endpoint;
 mod render;
 mod todo;
 
@@ -58,6 +60,14 @@ pub enum OperatorCommand {
         connection: Connection,
         #[command(subcommand)]
         command: SystemCommand,
+    },
+    /// An endpoint's push settings over the operator API: presence, shift and notify hooks.
+    #[command(after_help = ENVIRONMENT_HELP)]
+    Endpoint {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: endpoint::EndpointCommand,
     },
 }
 
@@ -304,6 +314,9 @@ async fn dispatch(command: OperatorCommand) -> Result<(), Failure> {
                 CapacityCommand::Show => capacity::show(&api, connection.json).await,
                 CapacityCommand::Set { max_pending } => capacity::set(&api, max_pending, connection.json).await,
             }
+        }
+        OperatorCommand::Endpoint { connection, command } => {
+            endpoint::run(&connect(&connection)?, command, connection.json).await
         }
     }
 }
