@@ -87,7 +87,9 @@ async fn credentials_and_grants_are_enforced_on_the_real_surfaces() {
     let (_, listed) = client.rpc(narrow_slug, narrow_key, "tools/list", json!({})).await;
     let names: Vec<&str> =
         listed["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, vec!["list_todos"]);
+    // The self verbs (base-system §4: clock_in, clock_out, presence) are outside every grant and
+    // always allowed, so they follow the one granted verb.
+    assert_eq!(names, vec!["list_todos", "clock_in", "clock_out", "presence"]);
     let (is_error, refused) = client.tool(narrow_slug, narrow_key, "claim_next", json!({})).await;
     assert!(is_error);
     assert_eq!(refused["code"], "forbidden");
