@@ -111,7 +111,7 @@ async fn healthz<S: Store>(State(state): State<AppState<S>>) -> Response {
 
 /// Headers every response carries, and the error envelope on bodies the framework refused
 /// before a handler ran (an oversized body is 413 `payload_too_large`).
-async fn security_headers(response: Response) -> Response {
+pub(crate) async fn security_headers(response: Response) -> Response {
     let mut response = if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json(&response) {
         crate::wire::ApiError(Error::new(
             Code::PayloadTooLarge,

@@ -8,6 +8,7 @@ pub mod admission_api;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod board;
 pub mod cli;
 pub mod database;
 pub mod hook_sender;

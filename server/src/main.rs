@@ -21,9 +21,10 @@ use std::time::Duration;
     long_about = "An admission-controlled work queue for AI agents.\n\n\
         Humans own endpoints; agents connect to an endpoint over MCP and drain its queues.\n\
         Start with `switchboard serve` (it runs its own PostgreSQL when no DATABASE_URL is set),\n\
-        then `switchboard admin human add NAME` for an operator API token.",
+        then `switchboard admin human add NAME` for an operator API token and\n\
+        `switchboard admin login-link NAME` for a link that signs NAME in to the board.",
     after_help = "Environment: DATABASE_URL, SWITCHBOARD_LISTEN, SWITCHBOARD_REAPER_INTERVAL, RUST_LOG;\n\
-        for `queue`, `todo` and `system`: SWITCHBOARD_URL (default http://127.0.0.1:8080), SWITCHBOARD_TOKEN (sbh_...)."
+        for `queue`, `todo`, `system` and `endpoint`: SWITCHBOARD_URL (default http://127.0.0.1:8080), SWITCHBOARD_TOKEN (sbh_...)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -32,11 +33,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Apply migrations, then serve the operator API, MCP and /healthz until SIGINT/SIGTERM.
+    /// Apply migrations, then serve the board (/), the operator API, MCP and /healthz until SIGINT/SIGTERM.
     Serve(ServeArgs),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
-    /// Bootstrap humans and teams directly in the database; no running server needed.
+    /// Bootstrap humans and teams, and print board sign-in links, directly in the database.
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
@@ -83,6 +84,16 @@ enum AdminCommand {
     Team {
         #[command(subcommand)]
         command: TeamCommand,
+    },
+    /// Print a one-time sign-in URL for the web board (valid 10 minutes, single use).
+    LoginLink {
+        /// The human's name or id.
+        name: String,
+        /// Base URL of the board the link points at.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
     },
 }
 
@@ -196,6 +207,16 @@ async fn run(command: Command) -> Result<(), String> {
             })
             .await
         }
+        Command::Admin { command: AdminCommand::LoginLink { name, base_url, database } } => {
+            with_database_text(database, |store| async move {
+                let token = server::board::sessions::mint_login_link(store.pool(), &name)
+                    .await
+                    .map_err(|e| e.message)?
+                    .ok_or_else(|| format!("not found: human {name}"))?;
+                Ok(format!("{}/login/{token}", base_url.trim_end_matches('/')))
+            })
+            .await
+        }
         Command::Admin {
             command:
                 AdminCommand::Team {
@@ -218,6 +239,15 @@ async fn with_database<F, Fut>(database: DatabaseArgs, work: F) -> Result<(), St
 where
     F: FnOnce(PgStore) -> Fut,
     Fut: std::future::Future<Output = Result<serde_json::Value, String>>,
+{
+    with_database_text(database, |store| async move { work(store).await.map(|answer| answer.to_string()) }).await
+}
+
+/// As `with_database`, printing a line of text (`admin login-link` prints just the URL).
+async fn with_database_text<F, Fut>(database: DatabaseArgs, work: F) -> Result<(), String>
+where
+    F: FnOnce(PgStore) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
 {
     let target = database::resolve(database.database_url, &database.data_dir).await?;
     let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };

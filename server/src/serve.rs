@@ -64,7 +64,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
         tasks::spawn(store.clone(), push.clone(), options.reaper_interval, hook_addresses, shutdown_rx.clone());
     pushers.push(listen_for_doorbells(store.clone(), push.clone(), shutdown_rx.clone()));
     let state = AppState { metrics, push: push.clone(), hook_addresses, ..AppState::new(store.clone()) };
-    let app = router(state);
+    let app = router(state.clone()).merge(crate::board::router(state, shutdown_rx.clone()));
 
     // Tests and scripts wait for exactly this line.
     println!("switchboard listening on http://{address}");

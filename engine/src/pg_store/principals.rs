@@ -174,8 +174,24 @@ impl PgStore {
     }
 
     pub(crate) async fn human_by_token_tx(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        self.human_scope_of(
+            "FROM api_tokens k JOIN humans h ON h.id = k.human_id WHERE k.token_hash = $1 AND k.revoked_at IS NULL",
+            token_hash,
+        )
+        .await
+    }
+
+    /// The scope of human `human_id` (a board session stores the human, not a token), or None
+    /// when the human no longer exists. Reach is computed exactly as for a token.
+    pub async fn human_scope(&self, human_id: &str) -> Result<Option<HumanScope>> {
+        self.human_scope_of("FROM humans h WHERE h.id = $1", human_id).await
+    }
+
+    /// A human's scope from live rows, never cached: the human `from_where` selects (as `h`,
+    /// keyed by `$1` = `key`), the endpoints and teams they reach and those they manage.
+    async fn human_scope_of(&self, from_where: &'static str, key: &str) -> Result<Option<HumanScope>> {
         type Row = (String, String, bool, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
-        let row: Option<Row> = sqlx::query_as(
+        let row: Option<Row> = sqlx::query_as(composed_sql!(
             "SELECT h.id, h.name, h.instance_admin, \
                ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
                      OR e.owner_team_id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = h.id) \
@@ -186,10 +202,9 @@ impl PgStore {
                      OR e.owner_team_id IN (SELECT m.team_id FROM team_members m \
                                             WHERE m.human_id = h.id AND m.role IN ('owner', 'admin')) \
                      ORDER BY e.id) \
-             FROM api_tokens k JOIN humans h ON h.id = k.human_id \
-             WHERE k.token_hash = $1 AND k.revoked_at IS NULL",
-        )
-        .bind(token_hash)
+             {from_where}"
+        ))
+        .bind(key)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;

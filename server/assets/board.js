@@ -1,0 +1,66 @@
+// Switchboard board: the one script the board loads (issue #12). Every page works without it;
+// it only (1) shows times in the viewer's own zone, (2) swaps in live queue headers from
+// GET /events (native EventSource) and announces a queue turning exhausted, paused or
+// unavailable, and (3) returns focus to the edit control after the policy editor.
+// No inline code anywhere: the CSP is default-src 'self'.
+(function () {
+  'use strict';
+
+  var ALARM = { exhausted: true, paused: true, unavailable: true };
+
+  function localise(root) {
+    var times = root.querySelectorAll('time.local');
+    for (var i = 0; i < times.length; i++) {
+      var when = new Date(times[i].getAttribute('datetime'));
+      if (isNaN(when.getTime())) continue;
+      times[i].textContent = when.toLocaleString(undefined, {
+        weekday: 'short', day: 'numeric', month: 'short',
+        hour: '2-digit', minute: '2-digit', timeZoneName: 'short'
+      });
+    }
+  }
+
+  function announce(text) {
+    var region = document.getElementById('announcer');
+    if (region) region.textContent = text;
+  }
+
+  function statusOf(element) {
+    var body = element.querySelector('[data-status]');
+    return body ? body.getAttribute('data-status') : '';
+  }
+
+  function swap(event) {
+    var update;
+    try { update = JSON.parse(event.data); } catch (ignored) { return; }
+    var header = document.getElementById('qh-' + update.key);
+    if (!header || header.getAttribute('data-version') === update.version) return;
+    var before = statusOf(header);
+    header.innerHTML = update.html;
+    header.setAttribute('data-version', update.version);
+    localise(header);
+    var after = statusOf(header);
+    var card = header.closest('.card');
+    if (card) card.classList.toggle('alarm', ALARM[after] === true);
+    if (after !== before && ALARM[after] === true) {
+      announce(header.getAttribute('data-queue') + ' is now ' + after);
+    }
+  }
+
+  function live() {
+    if (!window.EventSource || !document.querySelector('.live-header')) return;
+    var source = new EventSource('/events');
+    source.addEventListener('header', swap);
+    source.addEventListener('signed-out', function () { source.close(); });
+  }
+
+  function returnFocus() {
+    if (location.hash !== '#edit-budget') return;
+    var control = document.getElementById('edit-budget');
+    if (control) control.focus();
+  }
+
+  localise(document);
+  returnFocus();
+  live();
+})();

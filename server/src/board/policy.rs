@@ -1,0 +1,238 @@
+//! The policy editor (SPEC-0030 REQ-11, Accessibility Requirements): a full page with server-side
+//! state that works without JavaScript. A refused save shows the page again with each error next
+//! to the field the store's validation names (`window.tz`, ...), values kept. Save and cancel
+//! return to the queue header's edit control (`/queues/...#edit-budget`). Clearing a policy goes
+//! through a confirmation page.
+//!
+//! The form is turned into the operator API's PUT body and validated by the same
+//! `Policy::from_request`; writes pass the same per-human limiter. Owner scope only (404 else).
+
+use super::actions::queue_path;
+use super::signin::{CsrfForm, require};
+use super::snapshot;
+use super::view::QueueRef;
+use super::{Board, Nav, PageError, PageResult};
+use crate::admission_api::managed_identity;
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect};
+use models::admission::Policy;
+use models::error::{Code, Error};
+use models::store::{PolicyActor, Store};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The editor's fields as typed, kept across a refused save.
+#[derive(Deserialize, Default, Clone)]
+pub struct PolicyFields {
+    #[serde(default)]
+    pub csrf: String,
+    #[serde(default)]
+    pub max_claims_per_window: String,
+    #[serde(default)]
+    pub period: String,
+    #[serde(default)]
+    pub tz: String,
+    #[serde(default)]
+    pub start: String,
+    #[serde(default)]
+    pub weekday: String,
+    #[serde(default)]
+    pub max_in_flight: String,
+}
+
+impl PolicyFields {
+    fn from_policy(policy: Option<&Policy>) -> PolicyFields {
+        let window = policy.and_then(|p| p.window.as_ref());
+        let number = |value: Option<i64>| value.map(|v| v.to_string()).unwrap_or_default();
+        PolicyFields {
+            csrf: String::new(),
+            max_claims_per_window: number(policy.and_then(|p| p.max_claims_per_window)),
+            period: window.map_or("day", |w| w.period_name()).to_string(),
+            tz: window.map_or_else(|| "UTC".to_string(), |w| w.tz.name().to_string()),
+            start: window.map_or_else(|| "00:00".to_string(), |w| w.start_hhmm()),
+            weekday: window.and_then(|w| w.weekday_name()).unwrap_or("").to_string(),
+            max_in_flight: number(policy.and_then(|p| p.max_in_flight)),
+        }
+    }
+
+    /// The PUT body the operator API would receive. A limit that is not a whole number is
+    /// refused here, naming its field, before the shared validation sees the body.
+    fn to_request(&self) -> Result<Value, Error> {
+        let number = |field: &str, raw: &str| -> Result<Value, Error> {
+            let raw = raw.trim();
+            if raw.is_empty() {
+                return Ok(Value::Null);
+            }
+            raw.parse::<i64>()
+                .map(Value::from)
+                .map_err(|_| Error::invalid(field, format!("{field} must be a whole number")))
+        };
+        let max_claims = number("max_claims_per_window", &self.max_claims_per_window)?;
+        let max_in_flight = number("max_in_flight", &self.max_in_flight)?;
+        let window = if max_claims.is_null() {
+            Value::Null
+        } else {
+            let weekday = if self.period == "week" { json!(self.weekday.trim()) } else { Value::Null };
+            json!({ "period": self.period.trim(), "tz": self.tz.trim(), "start": self.start.trim(), "weekday": weekday })
+        };
+        Ok(json!({ "max_claims_per_window": max_claims, "max_in_flight": max_in_flight, "window": window }))
+    }
+}
+
+/// One refusal, placed next to its field (or above the form when it names none of them).
+#[derive(Default)]
+pub struct FieldErrors {
+    pub max_claims_per_window: Option<String>,
+    pub period: Option<String>,
+    pub tz: Option<String>,
+    pub start: Option<String>,
+    pub weekday: Option<String>,
+    pub max_in_flight: Option<String>,
+    pub general: Option<String>,
+}
+
+impl FieldErrors {
+    fn from_error(error: &Error) -> FieldErrors {
+        let mut errors = FieldErrors::default();
+        let message = Some(error.message.clone());
+        match error.extras.get("field").and_then(Value::as_str).unwrap_or("") {
+            "max_claims_per_window" => errors.max_claims_per_window = message,
+            "window.period" => errors.period = message,
+            "window.tz" => errors.tz = message,
+            "window.start" => errors.start = message,
+            "window.weekday" => errors.weekday = message,
+            "max_in_flight" => errors.max_in_flight = message,
+            _ => errors.general = message,
+        }
+        errors
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "policy_edit.html")]
+struct EditPage {
+    nav: Option<Nav>,
+    csrf: String,
+    queue: QueueRef,
+    fields: PolicyFields,
+    errors: FieldErrors,
+    has_policy: bool,
+}
+
+/// `GET /queues/{scope}/{queue}/budget`: the editor, filled with the current policy.
+pub async fn edit(
+    State(state): State<Board>,
+    headers: HeaderMap,
+    Path((scope, queue)): Path<(String, String)>,
+) -> PageResult {
+    let viewer = require(&state, &headers).await?;
+    let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
+    let admissions = state.store.queue_admissions(std::slice::from_ref(&identity)).await?;
+    let names = snapshot::names(&state.store, &viewer.scope).await?;
+    let policy = admissions.first().and_then(|a| a.policy.as_ref());
+    Ok(EditPage {
+        nav: Some(viewer.nav()),
+        csrf: viewer.session.csrf_token.clone(),
+        queue: QueueRef::new(&identity, &names),
+        fields: PolicyFields::from_policy(policy),
+        errors: FieldErrors::default(),
+        has_policy: !admissions.is_empty(),
+    }
+    .into_response())
+}
+
+/// `POST /queues/{scope}/{queue}/budget`: full replace, audited; back to the edit control.
+pub async fn save(
+    State(state): State<Board>,
+    headers: HeaderMap,
+    Path((scope, queue)): Path<(String, String)>,
+    Form(fields): Form<PolicyFields>,
+) -> PageResult {
+    let viewer = require(&state, &headers).await?;
+    viewer.check_csrf(&fields.csrf)?;
+    let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
+    let actor = PolicyActor { human_id: Some(viewer.scope.human.id.clone()), endpoint_id: None };
+    let outcome = async {
+        state.admission_writes.check(&viewer.scope.human.id)?;
+        let policy = Policy::from_request(&fields.to_request()?)?;
+        state.store.set_policy(&identity, &policy, &actor).await
+    }
+    .await;
+    match outcome {
+        Ok(_) => {
+            // A raised limit may reopen a deferred queue at once (REQ-8), as on the API.
+            state.push.capacity_changed();
+            Ok(Redirect::to(&format!("{}#edit-budget", queue_path(&identity))).into_response())
+        }
+        Err(error) if matches!(error.code, Code::InvalidArgument | Code::RateLimited) => {
+            let status = StatusCode::from_u16(error.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+            let admissions = state.store.queue_admissions(std::slice::from_ref(&identity)).await?;
+            let names = snapshot::names(&state.store, &viewer.scope).await?;
+            let page = EditPage {
+                nav: Some(viewer.nav()),
+                csrf: viewer.session.csrf_token.clone(),
+                queue: QueueRef::new(&identity, &names),
+                errors: FieldErrors::from_error(&error),
+                fields,
+                has_policy: !admissions.is_empty(),
+            };
+            Ok((status, page).into_response())
+        }
+        Err(error) => Err(PageError::from(error)),
+    }
+}
+
+impl EditPage {
+    fn weekday_selected(&self, day: &str) -> bool {
+        self.fields.weekday == day
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "policy_clear.html")]
+struct ClearPage {
+    nav: Option<Nav>,
+    csrf: String,
+    queue: QueueRef,
+}
+
+/// `GET /queues/{scope}/{queue}/budget/clear`: confirm removing the policy.
+pub async fn clear_confirm(
+    State(state): State<Board>,
+    headers: HeaderMap,
+    Path((scope, queue)): Path<(String, String)>,
+) -> PageResult {
+    let viewer = require(&state, &headers).await?;
+    let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
+    if state.store.queue_admissions(std::slice::from_ref(&identity)).await?.is_empty() {
+        return Err(PageError::from(Error::not_found()));
+    }
+    let names = snapshot::names(&state.store, &viewer.scope).await?;
+    Ok(ClearPage {
+        nav: Some(viewer.nav()),
+        csrf: viewer.session.csrf_token.clone(),
+        queue: QueueRef::new(&identity, &names),
+    }
+    .into_response())
+}
+
+/// `POST /queues/{scope}/{queue}/budget/clear`: deletes the policy (its audit stays).
+pub async fn clear(
+    State(state): State<Board>,
+    headers: HeaderMap,
+    Path((scope, queue)): Path<(String, String)>,
+    Form(form): Form<CsrfForm>,
+) -> PageResult {
+    let viewer = require(&state, &headers).await?;
+    viewer.check_csrf(&form.csrf)?;
+    state.admission_writes.check(&viewer.scope.human.id)?;
+    let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
+    let actor = PolicyActor { human_id: Some(viewer.scope.human.id.clone()), endpoint_id: None };
+    state.store.clear_policy(&identity, &actor).await?;
+    state.push.capacity_changed();
+    Ok(Redirect::to(&format!("{}#edit-budget", queue_path(&identity))).into_response())
+}

@@ -1,0 +1,241 @@
+//! How queue state reads on the board (SPEC-0030 REQ-11): the queue header (used of limit, in
+//! flight of limit, status in words, "resets at" in the policy's zone and the viewer's), the
+//! deferred chip on each waiting todo, and the intake line ("P pending of C").
+//!
+//! Only wording and time zones live here. Every number and every decision (status, reason,
+//! next eligible time) comes from the store as the API reports it; the board adds none.
+
+use askama::Template;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use models::admission::Reason;
+use models::capacity::Capacity;
+use models::identity::{Owner, QueueIdentity};
+use models::store::QueueAdmission;
+use models::todo::{Todo, TodoState};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+/// Display names of the endpoints and teams a viewer reaches, by id.
+#[derive(Default, Clone)]
+pub struct Names {
+    pub by_owner_id: HashMap<String, String>,
+}
+
+/// A queue identity as the board links and labels it.
+#[derive(Clone)]
+pub struct QueueRef {
+    pub queue: String,
+    /// "research / investigations".
+    pub title: String,
+    /// A DOM id fragment: letters, digits, `_`, `-` and `.` only.
+    pub key: String,
+    pub href: String,
+}
+
+impl QueueRef {
+    pub fn new(identity: &QueueIdentity, names: &Names) -> QueueRef {
+        let (kind, id) = match &identity.owner {
+            Owner::Endpoint(id) => ("endpoint", id),
+            Owner::Team(id) => ("team", id),
+        };
+        let owner_name = names.by_owner_id.get(id).cloned().unwrap_or_else(|| id.clone());
+        let scope = format!("{kind}:{id}");
+        QueueRef {
+            href: format!("/queues/{scope}/{}", identity.queue),
+            title: format!("{owner_name} / {}", identity.queue),
+            key: format!("{kind}-{id}-{}", identity.queue)
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '-' })
+                .collect(),
+            queue: identity.queue.clone(),
+        }
+    }
+}
+
+/// A status in words and the CSS class that sets it apart (text first; colour only repeats it).
+pub fn status_words(status: &str) -> (&'static str, &'static str) {
+    match status {
+        "admitted" => ("admitted", "admitted"),
+        "window_exhausted" => ("exhausted", "exhausted"),
+        "in_flight_full" => ("in-flight full", "full"),
+        "paused" => ("paused", "paused"),
+        _ => ("unavailable", "unavailable"),
+    }
+}
+
+/// Why a todo waits, in the chip's words.
+pub fn reason_words(reason: Reason) -> &'static str {
+    match reason {
+        Reason::WindowExhausted => "budget",
+        Reason::InFlightFull => "in flight full",
+        Reason::Paused => "paused",
+        Reason::AdmissionUnavailable => "unavailable",
+    }
+}
+
+/// The policy's zone (UTC when the policy has no window or cannot be read).
+pub fn policy_zone(admission: Option<&QueueAdmission>) -> Tz {
+    admission.and_then(|a| a.policy.as_ref()).and_then(|p| p.window.as_ref()).map_or(Tz::UTC, |w| w.tz)
+}
+
+/// "00:00 PST": wall-clock time and the zone's abbreviation as chrono-tz prints it.
+pub fn zone_time(instant: DateTime<Utc>, zone: Tz) -> String {
+    instant.with_timezone(&zone).format("%H:%M %Z").to_string()
+}
+
+/// "00:00 PST on Wed 2 Dec".
+pub fn zone_moment(instant: DateTime<Utc>, zone: Tz) -> String {
+    instant.with_timezone(&zone).format("%H:%M %Z on %a %-d %b").to_string()
+}
+
+/// A time the script rewrites into the viewer's local zone; without JavaScript it reads UTC.
+#[derive(Clone)]
+pub struct LocalTime {
+    pub iso: String,
+    pub utc_text: String,
+}
+
+impl LocalTime {
+    pub fn new(instant: DateTime<Utc>) -> LocalTime {
+        LocalTime { iso: crate::wire::rfc3339(instant), utc_text: zone_moment(instant, Tz::UTC) }
+    }
+}
+
+/// "resets at": in the policy's zone, and as a `<time>` for the viewer's zone.
+#[derive(Clone)]
+pub struct Resets {
+    pub zone_text: String,
+    pub zone_name: String,
+    pub local: LocalTime,
+}
+
+/// The live part of a queue header: what `/events` re-renders and swaps in.
+#[derive(Template, Clone)]
+#[template(path = "header_fragment.html")]
+pub struct HeaderFragment {
+    pub status_word: &'static str,
+    pub status_class: &'static str,
+    pub has_policy: bool,
+    pub used_text: Option<String>,
+    pub flight_text: Option<String>,
+    pub resets: Option<Resets>,
+    pub intake_text: String,
+    pub at_capacity: bool,
+}
+
+/// A queue header: the fixed part (title, edit control) and the live fragment, pre-rendered.
+#[derive(Clone)]
+pub struct HeaderView {
+    pub queue: QueueRef,
+    pub manages: bool,
+    pub fragment_html: String,
+    /// Short digest of `fragment_html`: the script skips a pushed fragment it already shows.
+    pub version: String,
+    pub is_alarm: bool,
+    pub has_policy: bool,
+}
+
+pub fn intake_text(pending: i64, capacity: &Capacity) -> (String, bool) {
+    if capacity.effective <= 0 {
+        (format!("{pending} pending · unlimited"), false)
+    } else if pending >= capacity.effective {
+        (format!("{pending} pending of {} · at capacity", capacity.effective), true)
+    } else {
+        (format!("{pending} pending of {}", capacity.effective), false)
+    }
+}
+
+pub fn header_fragment(admission: Option<&QueueAdmission>, pending: i64, capacity: &Capacity) -> HeaderFragment {
+    let (intake, at_capacity) = intake_text(pending, capacity);
+    let Some(admission) = admission else {
+        return HeaderFragment {
+            status_word: "no budget",
+            status_class: "admitted",
+            has_policy: false,
+            used_text: None,
+            flight_text: None,
+            resets: None,
+            intake_text: intake,
+            at_capacity,
+        };
+    };
+    let status = &admission.status;
+    let (status_word, status_class) = status_words(status.status);
+    let zone = policy_zone(Some(admission));
+    HeaderFragment {
+        status_word,
+        status_class,
+        has_policy: true,
+        used_text: match (status.used, status.max_claims_per_window) {
+            (Some(used), Some(max)) => Some(format!("{used} of {max} used")),
+            _ => None,
+        },
+        flight_text: match (status.in_flight, status.max_in_flight) {
+            (Some(in_flight), Some(max)) => Some(format!("{in_flight} of {max} in flight")),
+            (Some(in_flight), None) => Some(format!("{in_flight} in flight")),
+            _ => None,
+        },
+        resets: status.window_resets_at.map(|at| Resets {
+            zone_text: zone_moment(at, zone),
+            zone_name: zone.name().to_string(),
+            local: LocalTime::new(at),
+        }),
+        intake_text: intake,
+        at_capacity,
+    }
+}
+
+/// Renders a header. The fragment renders from a struct of owned strings; it cannot fail short
+/// of a formatter error, which then shows as an empty header rather than a failed page.
+pub fn header_view(queue: QueueRef, manages: bool, fragment: &HeaderFragment) -> HeaderView {
+    let fragment_html = fragment.render().unwrap_or_default();
+    let digest = Sha256::digest(fragment_html.as_bytes());
+    HeaderView {
+        queue,
+        manages,
+        version: digest.iter().take(8).map(|b| format!("{b:02x}")).collect(),
+        fragment_html,
+        is_alarm: matches!(fragment.status_class, "exhausted" | "paused" | "unavailable"),
+        has_policy: fragment.has_policy,
+    }
+}
+
+/// "deferred · budget · eligible 00:00 PST" for a pending todo its queue does not admit now.
+pub fn chip(admission: Option<&QueueAdmission>) -> Option<String> {
+    let admission = admission?;
+    let reason = admission.status.hint.reason?;
+    let mut text = format!("deferred · {}", reason_words(reason));
+    if let Some(at) = admission.status.hint.next_eligible_at {
+        let about = if admission.status.hint.exact == Some(false) { "about " } else { "" };
+        text.push_str(&format!(" · eligible {about}{}", zone_time(at, policy_zone(Some(admission)))));
+    }
+    Some(text)
+}
+
+/// A todo as a card or a table row shows it.
+#[derive(Clone)]
+pub struct TodoView {
+    pub id: String,
+    pub title: String,
+    pub state: &'static str,
+    pub href: String,
+    pub chip: Option<String>,
+    pub attempts: String,
+    pub lease: Option<LocalTime>,
+    pub pending: bool,
+}
+
+pub fn todo_view(todo: &Todo, admission: Option<&QueueAdmission>) -> TodoView {
+    let pending = todo.state == TodoState::Pending;
+    TodoView {
+        id: todo.id.clone(),
+        title: todo.title.clone(),
+        state: todo.state.as_str(),
+        href: format!("/todos/{}", todo.id),
+        chip: if pending { chip(admission) } else { None },
+        attempts: format!("{} of {}", todo.attempt, todo.max_attempts),
+        lease: todo.lease_expires_at.filter(|_| todo.state == TodoState::Claimed).map(LocalTime::new),
+        pending,
+    }
+}
