@@ -1,0 +1,763 @@
+//! SPEC-0030 REQ-11 (issue #12): the owner's web board in a real browser (headless Chromium
+//! over WebDriver) against the real binary on real PostgreSQL. What the owner sees (used of
+//! limit, the reset time in the policy's zone and their own, the deferred chip), live header
+//! updates across replicas, the policy editor without JavaScript and by keyboard alone, CSRF,
+//! foreign queues as 404, sign-out, and "clear all" through its confirmation page.
+//!
+//! Screenshots land in `target/board-screenshots/`.
+
+mod board_support;
+mod support;
+
+use board_support::{BROWSER_TZ, BROWSER_WAIT, Browser, Driver, Js};
+use chrono::{DateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+use fantoccini::Locator;
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+use fantoccini::key::Key;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use support::{Client, Server, add_human, data_dir};
+
+const LA: Tz = chrono_tz::America::Los_Angeles;
+/// Long enough that no claim made by a test expires while it runs.
+const LEASE: i64 = 3600;
+
+/// One database, one or more `switchboard serve` processes on it, and an owner with a token.
+struct World {
+    db: engine::testing::TestDatabase,
+    servers: Vec<(Server, tempfile::TempDir)>,
+    /// The operator API on server 0, for the owner's setup and checks.
+    api: Client,
+    owner: String,
+}
+
+/// A vended endpoint: id (what board paths use), slug, `sbk_` key and scope string.
+#[derive(Clone)]
+struct Ep {
+    id: String,
+    slug: String,
+    key: String,
+    scope: String,
+}
+
+impl World {
+    async fn start(replicas: usize) -> World {
+        let db = engine::testing::empty_database().await;
+        let mut servers = Vec::new();
+        for _ in 0..replicas {
+            let dir = data_dir();
+            let server = Server::start(&["--database-url", &db.url], &[], dir.path());
+            servers.push((server, dir));
+        }
+        let api = Client::new(&servers[0].0.base);
+        let owner = add_human("owner", &["--database-url", &db.url]).1;
+        World { db, servers, api, owner }
+    }
+
+    fn base(&self, replica: usize) -> &str {
+        &self.servers[replica].0.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base(0))
+    }
+
+    /// Another human; returns their token.
+    fn human(&self, name: &str) -> String {
+        add_human(name, &["--database-url", &self.db.url]).1
+    }
+
+    async fn vend(&self, token: &str, name: &str, queues: &[&str]) -> Ep {
+        let endpoint = self.api.vend(token, json!({"name": name, "queues": queues})).await;
+        let slug = endpoint["slug"].as_str().expect("slug").to_string();
+        Ep {
+            id: endpoint["id"].as_str().expect("id").to_string(),
+            scope: format!("endpoint:{slug}"),
+            slug,
+            key: endpoint["token"].as_str().expect("token").to_string(),
+        }
+    }
+
+    async fn create(&self, token: &str, ep: &Ep, queue: &str, title: &str) -> String {
+        let body = json!({"scope": ep.scope, "queue": queue, "title": title});
+        let (status, answer) = self.api.post("/api/v1/todos", token, body).await;
+        assert_eq!(status, 201, "create {title}: {answer}");
+        answer["todo"]["id"].as_str().expect("todo id").to_string()
+    }
+
+    /// Creates `count` todos titled `{prefix} {n}` (n from 1), a few at a time.
+    async fn create_many(&self, token: &str, ep: &Ep, queue: &str, prefix: &str, count: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        let titles: Vec<String> = (1..=count).map(|n| format!("{prefix} {n:03}")).collect();
+        for chunk in titles.chunks(10) {
+            let made = futures::future::join_all(chunk.iter().map(|t| self.create(token, ep, queue, t))).await;
+            ids.extend(made);
+        }
+        ids
+    }
+
+    async fn policy(&self, token: &str, ep: &Ep, queue: &str, policy: Value) {
+        let (status, body) = self.api.put_admission_policy(token, &ep.scope, queue, policy).await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    /// `GET /api/v1/admission/{scope}/{queue}`: (status, body).
+    async fn admission(&self, token: &str, ep: &Ep, queue: &str) -> (u16, Value) {
+        self.api.get(&format!("/api/v1/admission/{}/{queue}", ep.scope), token).await
+    }
+
+    async fn todo_state(&self, token: &str, id: &str) -> String {
+        let (status, body) = self.api.get(&format!("/api/v1/todos/{id}"), token).await;
+        assert_eq!(status, 200, "GET todo {id}: {body}");
+        body["todo"]["state"].as_str().expect("state").to_string()
+    }
+
+    async fn pending(&self, token: &str, ep: &Ep, queue: &str) -> BTreeSet<String> {
+        let path = format!("/api/v1/todos?scope={}&queue={queue}&state=pending&limit=200", ep.scope);
+        let (status, body) = self.api.get(&path, token).await;
+        assert_eq!(status, 200, "list pending: {body}");
+        body["todos"].as_array().expect("todos").iter().map(|t| t["id"].as_str().expect("id").to_string()).collect()
+    }
+
+    /// A browser session on `driver`, signed in as the owner on server `replica`.
+    async fn owner_browser(&self, driver: &Driver, js: Js, replica: usize) -> Browser {
+        let browser = driver.session(js).await;
+        browser.sign_in(self.base(replica), &self.db.url, "owner").await;
+        browser
+    }
+}
+
+/// `claim_next` over MCP on `api`'s server; the claimed todo's id (None when nothing admitted).
+async fn claim_next(api: &Client, ep: &Ep) -> Option<String> {
+    let (is_error, answer) = api.tool(&ep.slug, &ep.key, "claim_next", json!({"lease_ttl_seconds": LEASE})).await;
+    assert!(!is_error, "claim_next: {answer}");
+    answer["todo"]["id"].as_str().map(str::to_string)
+}
+
+fn daily(max: i64, tz: &str) -> Value {
+    json!({"max_in_flight": null, "max_claims_per_window": max, "window": {"period": "day", "tz": tz, "start": "00:00"}})
+}
+
+/// The start of the next day in `zone` after `now` (when a day window that starts at 00:00 resets).
+fn next_midnight(zone: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
+    let tomorrow = now.with_timezone(&zone).date_naive().succ_opt().expect("tomorrow");
+    zone.from_local_datetime(&tomorrow.and_hms_opt(0, 0, 0).expect("midnight"))
+        .earliest()
+        .expect("local midnight exists")
+        .with_timezone(&Utc)
+}
+
+/// The board as a browser would send it, but from a plain HTTP client carrying a session
+/// cookie: exact statuses and bytes, no redirects followed.
+struct Web {
+    http: reqwest::Client,
+    base: String,
+    cookie: String,
+}
+
+/// Status, `Location` and body of one answer.
+#[derive(Debug)]
+struct Page {
+    status: u16,
+    location: Option<String>,
+    body: String,
+}
+
+impl Web {
+    fn new(base: &str, cookie: &str) -> Web {
+        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+        Web { http, base: base.to_string(), cookie: cookie.to_string() }
+    }
+
+    async fn answer(request: reqwest::RequestBuilder) -> Page {
+        let response = request.send().await.expect("HTTP request");
+        let status = response.status().as_u16();
+        let location = response.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+        Page { status, location, body: response.text().await.expect("body") }
+    }
+
+    async fn get(&self, path: &str) -> Page {
+        let request =
+            self.http.get(format!("{}{path}", self.base)).header("cookie", format!("sb_session={}", self.cookie));
+        Web::answer(request).await
+    }
+
+    /// A form POST with an urlencoded body written by the caller.
+    async fn post(&self, path: &str, form: &str) -> Page {
+        let request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("cookie", format!("sb_session={}", self.cookie))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form.to_string());
+        Web::answer(request).await
+    }
+}
+
+/// What a board card shows, read from the DOM in one go: `{header, local, pending: [{title,
+/// chip}], claimed}` for the card titled `title` (null when there is none).
+async fn read_card(browser: &Browser, title: &str) -> Value {
+    browser
+        .execute(
+            r#"
+            const card = [...document.querySelectorAll('section.card')]
+                .find(c => c.querySelector('h2').textContent.trim() === arguments[0]);
+            if (!card) return null;
+            const lanes = card.querySelectorAll('.lanes > .lane');
+            const time = card.querySelector('.live-header time.local');
+            return {
+                header: card.querySelector('.live-header').textContent.replace(/\s+/g, ' ').trim(),
+                local: time ? time.textContent : null,
+                pending: [...lanes[0].querySelectorAll('li.todo')].map(li => ({
+                    title: li.querySelector('a').textContent.trim(),
+                    chip: li.querySelector('.chip') ? li.querySelector('.chip').textContent : null,
+                })),
+                pending_heading: lanes[0].querySelector('h3').textContent,
+                claimed_heading: lanes[1].querySelector('h3').textContent,
+            };
+            "#,
+            vec![json!(title)],
+        )
+        .await
+}
+
+/// Presses keys on whatever has focus (real key events; no element is clicked or targeted).
+async fn press(browser: &Browser, keys: &[char]) {
+    let mut actions = KeyActions::new("keyboard".into());
+    for &key in keys {
+        actions = actions.then(KeyAction::Down { value: key }).then(KeyAction::Up { value: key });
+    }
+    browser.client.perform_actions(actions).await.expect("key presses");
+}
+
+/// Ctrl+A: select all of the focused field.
+async fn select_all(browser: &Browser) {
+    let control = char::from(Key::Control);
+    let actions = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: control })
+        .then(KeyAction::Down { value: 'a' })
+        .then(KeyAction::Up { value: 'a' })
+        .then(KeyAction::Up { value: control });
+    browser.client.perform_actions(actions).await.expect("ctrl+a");
+}
+
+/// `{id, tag, text}` of the focused element.
+async fn focused(browser: &Browser) -> Value {
+    browser
+        .execute(
+            "const e = document.activeElement; \
+             return e ? {id: e.id, tag: e.tagName, text: e.textContent.trim()} : null;",
+            vec![],
+        )
+        .await
+}
+
+/// Sets a text field's value the way a user does (clear, type).
+async fn fill(browser: &Browser, id: &str, value: &str) {
+    let field = browser.client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("find #{id}: {e}"));
+    field.clear().await.expect("clear field");
+    field.send_keys(value).await.expect("type into field");
+}
+
+// SPEC-0030 REQ-11: the header says why work waits (used of limit, reset time in the policy's
+// zone and the viewer's), and every waiting todo carries the deferred chip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_the_owner_sees_why_work_waits_used_of_limit_reset_times_and_deferred_chips() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["investigations"]).await;
+    world.policy(&world.owner, &ep, "investigations", daily(100, "America/Los_Angeles")).await;
+    world.create_many(&world.owner, &ep, "investigations", "spent", 100).await;
+    // Spend the whole day's budget with real claims, the way agents do.
+    for chunk in 0..10 {
+        let claims = futures::future::join_all((0..10).map(|_| claim_next(&world.api, &ep))).await;
+        assert!(claims.iter().all(Option::is_some), "claim round {chunk} came back empty: {claims:?}");
+    }
+    let waiting = world.create_many(&world.owner, &ep, "investigations", "waiting", 12).await;
+    assert_eq!(claim_next(&world.api, &ep).await, None, "a 101st claim was admitted");
+    let (status, detail) = world.admission(&world.owner, &ep, "investigations").await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["usage"]["used"], 100, "{detail}");
+
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    let before = next_midnight(LA, Utc::now());
+    browser.goto(&world.url("/board")).await;
+    // The script localises `<time class="local">`; wait until it has.
+    let deadline = Instant::now() + BROWSER_WAIT;
+    let card = loop {
+        let card = read_card(&browser, "research / investigations").await;
+        assert!(!card.is_null(), "no card for research / investigations");
+        if card["local"].as_str().is_some_and(|t| !t.contains("UTC")) {
+            break card;
+        }
+        assert!(Instant::now() < deadline, "the reset time was never shown in the viewer's zone: {card}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let after = next_midnight(LA, Utc::now());
+    let header = card["header"].as_str().expect("header text");
+    assert!(header.contains("status: exhausted"), "{header}");
+    assert!(header.contains("100 of 100 used"), "{header}");
+
+    // The reset time in the policy's zone ("00:00 PST on Wed 2 Dec" in winter)...
+    let resets = [before, after];
+    let zone_texts: Vec<String> =
+        resets.iter().map(|at| at.with_timezone(&LA).format("%H:%M %Z on %a %-d %b").to_string()).collect();
+    assert!(
+        zone_texts.iter().any(|t| header.contains(&format!("resets at {t} (America/Los_Angeles)"))),
+        "expected one of {zone_texts:?} in {header}"
+    );
+    assert!(zone_texts.iter().all(|t| t.starts_with("00:00 P")), "{zone_texts:?}");
+    // ...and in the viewer's own (the browser runs in Asia/Tokyo: UTC+9, never daylight time).
+    let local = card["local"].as_str().expect("local time text");
+    let viewer_zone: Tz = BROWSER_TZ.parse().expect("browser zone");
+    assert!(local.contains("GMT+9"), "the viewer's time is not in their zone: {local}");
+    assert!(
+        resets.iter().any(|at| {
+            let there = at.with_timezone(&viewer_zone);
+            local.contains(&there.format("%I:%M %p").to_string()) && local.contains(&there.format("%b %-d").to_string())
+        }),
+        "the viewer's time {local} is not the reset instant {resets:?} in {BROWSER_TZ}"
+    );
+    assert!(header.contains(&format!("your time: {local}")), "{header}");
+
+    // Twelve waiting todos, each saying why it waits and until when.
+    let chips: Vec<String> = resets
+        .iter()
+        .map(|at| format!("deferred · budget · eligible {}", at.with_timezone(&LA).format("%H:%M %Z")))
+        .collect();
+    let pending = card["pending"].as_array().expect("pending lane");
+    assert_eq!(pending.len(), 12, "pending lane: {card}");
+    assert_eq!(card["pending_heading"], "Pending (12)", "{card}");
+    assert_eq!(card["claimed_heading"], "Claimed (100)", "{card}");
+    for todo in pending {
+        let chip = todo["chip"].as_str().unwrap_or_else(|| panic!("no deferred chip on {todo}"));
+        assert!(chips.iter().any(|c| c == chip), "chip {chip:?}, expected one of {chips:?}");
+        assert!(todo["title"].as_str().is_some_and(|t| t.starts_with("waiting ")), "{todo}");
+    }
+    browser.screenshot("board").await;
+
+    // The queue page: every waiting todo's row says why it waits.
+    browser
+        .client
+        .find(Locator::LinkText("research / investigations"))
+        .await
+        .expect("card title link")
+        .click()
+        .await
+        .expect("open queue");
+    browser.wait_for_path(&format!("/queues/endpoint:{}/investigations", ep.id)).await;
+    let rows = browser
+        .execute(
+            "return [...document.querySelectorAll('table.todos-table tbody tr')].map(r => \
+             ({title: r.cells[0].textContent.trim(), state: r.cells[1].textContent.trim(), \
+               chip: r.cells[2].textContent.trim()}));",
+            vec![],
+        )
+        .await;
+    let rows = rows.as_array().expect("rows");
+    let waiting_rows: Vec<&Value> = rows.iter().filter(|r| r["state"] == "pending").collect();
+    assert_eq!(waiting_rows.len(), waiting.len(), "{rows:?}");
+    for row in &waiting_rows {
+        assert!(chips.iter().any(|c| row["chip"] == c.as_str()), "row without the deferred chip: {row}");
+    }
+    assert!(rows.iter().filter(|r| r["state"] == "claimed").all(|r| r["chip"] == ""), "a claimed row has a chip");
+    let queue_header = browser.text(".live-header").await;
+    assert!(queue_header.contains("100 of 100 used"), "{queue_header}");
+    browser.screenshot("deferred-queue").await;
+    browser.close().await;
+}
+
+// SPEC-0030 REQ-11: "The header counts MUST update live" — a claim committed on another replica
+// shows in the open board's header without a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_a_claim_on_another_replica_updates_the_open_boards_header_without_a_reload() {
+    let world = World::start(2).await;
+    let ep = world.vend(&world.owner, "research", &["investigations"]).await;
+    world.policy(&world.owner, &ep, "investigations", daily(10, "America/Los_Angeles")).await;
+    world.create_many(&world.owner, &ep, "investigations", "todo", 3).await;
+
+    let driver = Driver::start().await;
+    // The board is open on replica 0; the agent claims through replica 1.
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    browser.goto(&world.url("/board")).await;
+    let header_text = "return document.querySelector('section.card .live-header').textContent;";
+    let shown = browser.execute(header_text, vec![]).await;
+    assert!(shown.as_str().is_some_and(|t| t.contains("0 of 10 used")), "{shown}");
+    // A mark on this document: a reload or navigation would lose it.
+    browser.execute("window.__sbSameDocument = 'kept';", vec![]).await;
+    let path_before = browser.path().await;
+
+    let replica = Client::new(world.base(1));
+    let claimed = Instant::now();
+    assert!(claim_next(&replica, &ep).await.is_some(), "the claim on replica 1 found nothing");
+    let deadline = claimed + Duration::from_secs(10);
+    let took = loop {
+        let shown = browser.execute(header_text, vec![]).await;
+        if shown.as_str().is_some_and(|t| t.contains("1 of 10 used")) {
+            break claimed.elapsed();
+        }
+        assert!(Instant::now() < deadline, "the header still reads {shown} 10 s after the claim");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!("header updated {took:?} after the claim on the other replica");
+    let mark = browser.execute("return window.__sbSameDocument || null;", vec![]).await;
+    assert_eq!(mark, "kept", "the page was reloaded or navigated, not updated in place");
+    assert_eq!(browser.path().await, path_before);
+    browser.close().await;
+}
+
+// SPEC-0030 REQ-11 (Accessibility Requirements): the policy editor works with JavaScript off,
+// saves what the API then shows, and puts a refused zone's error next to the zone field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_the_policy_editor_saves_without_javascript_and_shows_a_bad_zone_next_to_its_field() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["triage"]).await;
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::Off, 0).await;
+    let queue_path = format!("/queues/endpoint:{}/triage", ep.id);
+    let budget_path = format!("{queue_path}/budget");
+
+    browser.goto(&world.url(&budget_path)).await;
+    fill(&browser, "max_claims_per_window", "25").await;
+    browser.client.find(Locator::Id("period")).await.expect("#period").select_by_value("day").await.expect("period");
+    fill(&browser, "tz", "America/Los_Angeles").await;
+    fill(&browser, "start", "06:30").await;
+    fill(&browser, "max_in_flight", "3").await;
+    browser
+        .client
+        .find(Locator::Css("form.stacked button[type=submit]"))
+        .await
+        .expect("save")
+        .click()
+        .await
+        .expect("save");
+    browser.wait_for_path(&queue_path).await;
+
+    let (status, detail) = world.admission(&world.owner, &ep, "triage").await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(
+        detail["policy"],
+        json!({"max_in_flight": 3, "max_claims_per_window": 25,
+               "window": {"period": "day", "tz": "America/Los_Angeles", "start": "06:30"}}),
+        "{detail}"
+    );
+    let header = browser.text(".live-header").await;
+    assert!(header.contains("0 of 25 used") && header.contains("0 of 3 in flight"), "{header}");
+    // Scripts really are off: the viewer-local time was never rewritten from its UTC text.
+    let local = browser.text(".live-header time.local").await;
+    assert!(local.contains("UTC"), "a script ran in a JavaScript-off session: {local}");
+
+    // A zone that does not exist: refused, the error beside the zone field, the typing kept.
+    browser.goto(&world.url(&budget_path)).await;
+    fill(&browser, "max_claims_per_window", "30").await;
+    fill(&browser, "tz", "Mars/Olympus_Mons").await;
+    browser
+        .client
+        .find(Locator::Css("form.stacked button[type=submit]"))
+        .await
+        .expect("save")
+        .click()
+        .await
+        .expect("save");
+    browser.wait_for_path(&budget_path).await;
+    let shown = browser
+        .execute(
+            r#"
+            const tz = document.getElementById('tz');
+            const error = document.getElementById('tz-error');
+            return {
+                value: tz.value,
+                invalid: tz.getAttribute('aria-invalid'),
+                described_by: tz.getAttribute('aria-describedby'),
+                next_to_field: tz.nextElementSibling === error,
+                error: error ? error.textContent : null,
+                claims: document.getElementById('max_claims_per_window').value,
+                other_errors: [...document.querySelectorAll('.field-error, #general-error')]
+                    .filter(e => e !== error).map(e => e.id),
+            };
+            "#,
+            vec![],
+        )
+        .await;
+    assert_eq!(shown["invalid"], "true", "{shown}");
+    assert_eq!(shown["described_by"], "tz-error", "{shown}");
+    assert_eq!(shown["next_to_field"], true, "{shown}");
+    assert!(shown["error"].as_str().is_some_and(|e| !e.trim().is_empty()), "{shown}");
+    assert_eq!(shown["other_errors"], json!([]), "{shown}");
+    assert_eq!((shown["value"].as_str(), shown["claims"].as_str()), (Some("Mars/Olympus_Mons"), Some("30")), "{shown}");
+    browser.screenshot("policy-editor").await;
+    // Nothing was saved.
+    let (_, after) = world.admission(&world.owner, &ep, "triage").await;
+    assert_eq!(after["policy"], detail["policy"], "a refused save changed the policy");
+    browser.close().await;
+}
+
+// SPEC-0030 REQ-11 (Accessibility Requirements): keyboard alone edits a budget, and after the save
+// focus returns to the queue header's edit control.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_the_policy_editor_works_by_keyboard_alone_and_returns_focus_to_the_edit_control() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["triage"]).await;
+    world.policy(&world.owner, &ep, "triage", daily(10, "America/Los_Angeles")).await;
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    let queue_path = format!("/queues/endpoint:{}/triage", ep.id);
+    browser.goto(&world.url(&format!("{queue_path}/budget"))).await;
+
+    // Tab to the limit field (it has autofocus, so normally no Tab is needed).
+    let mut tabs = 0;
+    while focused(&browser).await["id"] != "max_claims_per_window" {
+        assert!(tabs < 40, "Tab never reached the limit field");
+        press(&browser, &[char::from(Key::Tab)]).await;
+        tabs += 1;
+    }
+    select_all(&browser).await;
+    press(&browser, &['4', '0']).await;
+    // Tab forward to "Save budget" and press Enter.
+    let mut tabs = 0;
+    while focused(&browser).await["text"] != "Save budget" {
+        assert!(tabs < 20, "Tab never reached Save budget; focus on {}", focused(&browser).await);
+        press(&browser, &[char::from(Key::Tab)]).await;
+        tabs += 1;
+    }
+    press(&browser, &[char::from(Key::Enter)]).await;
+    browser.wait_for_path(&queue_path).await;
+
+    let deadline = Instant::now() + BROWSER_WAIT;
+    loop {
+        let now = focused(&browser).await;
+        if now["id"] == "edit-budget" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "focus did not return to #edit-budget; it is on {now}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let hash = browser.execute("return location.hash;", vec![]).await;
+    assert_eq!(hash, "#edit-budget");
+    let (status, detail) = world.admission(&world.owner, &ep, "triage").await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["policy"], daily(40, "America/Los_Angeles"), "{detail}");
+    assert!(browser.text(".live-header").await.contains("0 of 40 used"));
+    browser.close().await;
+}
+
+// SPEC-0030 REQ-11 (base-system §6): every state-changing form needs the session's CSRF token;
+// without it the board answers 403 and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_a_form_posted_without_its_csrf_token_is_refused_and_changes_nothing() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["inbox"]).await;
+    let ids = world.create_many(&world.owner, &ep, "inbox", "todo", 3).await;
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    let queue_path = format!("/queues/endpoint:{}/inbox", ep.id);
+
+    // In the browser: the queue page's first Remove form, submitted without its csrf input.
+    browser.goto(&world.url(&queue_path)).await;
+    // The session's token, as every form of the page carries it (used by the control below).
+    let csrf = browser
+        .execute("return document.querySelector('form.signout input[name=csrf]').value;", vec![])
+        .await
+        .as_str()
+        .expect("csrf")
+        .to_string();
+    let submitted = browser
+        .execute(
+            "const form = document.querySelector('table.todos-table form'); \
+             form.querySelector('input[name=csrf]').remove(); \
+             const action = form.getAttribute('action'); form.submit(); return action;",
+            vec![],
+        )
+        .await;
+    let action = submitted.as_str().expect("form action").to_string();
+    browser.wait_for_path(&action).await;
+    let message = browser.text("main").await;
+    assert!(message.contains("This form has expired or did not come from this board"), "{message}");
+
+    // The same and other forms from a plain client with the session cookie: 403, each.
+    let cookie = browser.session_cookie().await.expect("session cookie");
+    let web = Web::new(world.base(0), &cookie);
+    let budget = "max_claims_per_window=1&period=day&tz=UTC&start=00%3A00&weekday=&max_in_flight=";
+    let refused = [
+        (action.clone(), String::new()),
+        (action.clone(), "csrf=csrf_forged".to_string()),
+        (format!("{queue_path}/clear"), String::new()),
+        (format!("{queue_path}/clear"), format!("csrf={csrf}x")),
+        (format!("{queue_path}/budget"), budget.to_string()),
+        (format!("/todos/{}/claim", ids[0]), String::new()),
+        ("/logout".to_string(), String::new()),
+    ];
+    for (path, form) in &refused {
+        let page = web.post(path, form).await;
+        assert_eq!(page.status, 403, "POST {path} [{form}] answered {page:?}");
+    }
+    assert_eq!(
+        world.pending(&world.owner, &ep, "inbox").await,
+        ids.iter().cloned().collect(),
+        "a refused form changed the queue"
+    );
+    let (status, _) = world.admission(&world.owner, &ep, "inbox").await;
+    assert_eq!(status, 404, "a refused form set a policy");
+    // Still signed in: the refused sign-out did not sign out.
+    assert_eq!(web.get("/board").await.status, 200);
+
+    // The control: the same Remove with the session's token is accepted.
+    let accepted = web.post(&action, &format!("csrf={csrf}")).await;
+    assert_eq!((accepted.status, accepted.location.as_deref()), (303, Some(queue_path.as_str())), "{accepted:?}");
+    assert_eq!(world.pending(&world.owner, &ep, "inbox").await.len(), 2);
+    browser.close().await;
+}
+
+// SPEC-0030 REQ-11: anything the viewer may not see is the same 404 as something that does not
+// exist — another human's queue pages answer byte for byte what an unknown queue's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_another_humans_queue_pages_are_the_same_404_as_an_unknown_queue() {
+    let world = World::start(1).await;
+    let mine = world.vend(&world.owner, "research", &["inbox"]).await;
+    world.create(&world.owner, &mine, "inbox", "mine").await;
+    let stranger = world.human("stranger");
+    let theirs = world.vend(&stranger, "private", &["secret"]).await;
+    let secret = world.create(&stranger, &theirs, "secret", "their secret").await;
+    world.policy(&stranger, &theirs, "secret", daily(5, "UTC")).await;
+
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    let web = Web::new(world.base(0), &browser.session_cookie().await.expect("cookie"));
+    let own = web.get(&format!("/queues/endpoint:{}/inbox", mine.id)).await;
+    assert_eq!(own.status, 200, "the owner's own queue page: {own:?}");
+
+    let unknown_todo = format!("td_{:032x}", 0xdead_beef_u64);
+    for reference in [&theirs.slug, &theirs.id] {
+        for suffix in ["", "/budget", "/clear", "/audit"] {
+            let foreign = web.get(&format!("/queues/endpoint:{reference}/secret{suffix}")).await;
+            let unknown = web.get(&format!("/queues/endpoint:no-such-endpoint/secret{suffix}")).await;
+            assert_eq!(foreign.status, 404, "GET foreign{suffix}: {foreign:?}");
+            assert_eq!((unknown.status, &unknown.body), (foreign.status, &foreign.body), "GET {suffix} differs");
+        }
+    }
+    let foreign = web.get(&format!("/todos/{secret}")).await;
+    let unknown = web.get(&format!("/todos/{unknown_todo}")).await;
+    assert_eq!(foreign.status, 404, "{foreign:?}");
+    assert_eq!((unknown.status, &unknown.body), (foreign.status, &foreign.body), "todo pages differ");
+
+    // Forms aimed at their queue, with my valid token: the same 404, and nothing changes.
+    let csrf = browser
+        .execute("return document.querySelector('form.signout input[name=csrf]').value;", vec![])
+        .await
+        .as_str()
+        .expect("csrf")
+        .to_string();
+    let budget =
+        format!("csrf={csrf}&max_claims_per_window=500&period=day&tz=UTC&start=00%3A00&weekday=&max_in_flight=");
+    for (suffix, form) in [
+        ("/clear".to_string(), format!("csrf={csrf}")),
+        ("/budget".to_string(), budget.clone()),
+        ("/budget/clear".to_string(), format!("csrf={csrf}")),
+        (format!("/todos/{secret}/remove"), format!("csrf={csrf}")),
+    ] {
+        let foreign = web.post(&format!("/queues/endpoint:{}/secret{suffix}", theirs.slug), &form).await;
+        let unknown = web.post(&format!("/queues/endpoint:no-such-endpoint/secret{suffix}"), &form).await;
+        assert_eq!(foreign.status, 404, "POST foreign{suffix}: {foreign:?}");
+        assert_eq!((unknown.status, &unknown.body), (foreign.status, &foreign.body), "POST {suffix} differs");
+    }
+    let foreign = web.post(&format!("/todos/{secret}/claim"), &format!("csrf={csrf}")).await;
+    let unknown = web.post(&format!("/todos/{unknown_todo}/claim"), &format!("csrf={csrf}")).await;
+    assert_eq!(foreign.status, 404, "{foreign:?}");
+    assert_eq!((unknown.status, &unknown.body), (foreign.status, &foreign.body), "todo claim differs");
+    assert_eq!(world.todo_state(&stranger, &secret).await, "pending");
+    let (_, detail) = world.admission(&stranger, &theirs, "secret").await;
+    assert_eq!(detail["policy"], daily(5, "UTC"), "{detail}");
+
+    // And the browser shows that page, not the stranger's queue.
+    browser.goto(&world.url(&format!("/queues/endpoint:{}/secret", theirs.slug))).await;
+    let main = browser.text("main").await;
+    assert!(main.contains("Not found.") && !main.contains("their secret"), "{main}");
+    browser.close().await;
+}
+
+// SPEC-0030 REQ-11: signing out ends the session everywhere — the old cookie opens nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_sign_out_ends_the_session_and_the_old_cookie_no_longer_opens_the_board() {
+    let world = World::start(1).await;
+    world.vend(&world.owner, "research", &["inbox"]).await;
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    let cookie = browser.session_cookie().await.expect("cookie");
+    let web = Web::new(world.base(0), &cookie);
+    assert_eq!(web.get("/board").await.status, 200, "the cookie does not open the board before sign-out");
+
+    browser
+        .client
+        .find(Locator::Css("form.signout button[type=submit]"))
+        .await
+        .expect("Sign out")
+        .click()
+        .await
+        .expect("sign out");
+    browser.wait_for_path("/login").await;
+    assert_eq!(browser.session_cookie().await, None, "the browser kept its session cookie");
+
+    for path in ["/", "/board", "/settings/capacity"] {
+        let page = web.get(path).await;
+        assert_eq!(
+            (page.status, page.location.as_deref()),
+            (303, Some("/login")),
+            "GET {path} with the old cookie: {page:?}"
+        );
+    }
+    assert_eq!(web.get("/events").await.status, 401, "the live stream still opens with the old cookie");
+    browser.goto(&world.url("/board")).await;
+    browser.wait_for_path("/login").await;
+    browser.close().await;
+}
+
+// SPEC-0030 REQ-11: "Clear all pending (N)" goes through a confirmation page stating N, then
+// discards exactly the pending todos; claimed ones stay with their claimant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_clear_all_through_the_confirmation_page_discards_exactly_the_pending_todos() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["inbox"]).await;
+    let ids = world.create_many(&world.owner, &ep, "inbox", "todo", 7).await;
+    let mut claimed = BTreeSet::new();
+    for _ in 0..3 {
+        claimed.insert(claim_next(&world.api, &ep).await.expect("claim"));
+    }
+    let pending: BTreeSet<String> = ids.iter().filter(|id| !claimed.contains(*id)).cloned().collect();
+    assert_eq!(world.pending(&world.owner, &ep, "inbox").await, pending);
+
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    let queue_path = format!("/queues/endpoint:{}/inbox", ep.id);
+    browser.goto(&world.url(&queue_path)).await;
+    browser
+        .client
+        .find(Locator::LinkText("Clear all pending (4)"))
+        .await
+        .expect("the clear link")
+        .click()
+        .await
+        .expect("open");
+    browser.wait_for_path(&format!("{queue_path}/clear")).await;
+    let warning = browser.text("p.warning").await;
+    assert!(warning.contains("This removes 4 pending todos"), "{warning}");
+    // Nothing happens by opening the page.
+    assert_eq!(world.pending(&world.owner, &ep, "inbox").await, pending);
+
+    let confirm = browser.client.find(Locator::Css("form.actions button.danger")).await.expect("confirm button");
+    assert_eq!(confirm.text().await.expect("text"), "Remove 4 pending todos");
+    confirm.click().await.expect("confirm");
+    browser.wait_for_path(&queue_path).await;
+    assert_eq!(browser.path().await, format!("{queue_path}?cleared=4"));
+    assert!(browser.text("p.notice").await.contains("Removed 4 pending todos."));
+
+    assert_eq!(world.pending(&world.owner, &ep, "inbox").await, BTreeSet::new());
+    for id in &pending {
+        assert_eq!(world.todo_state(&world.owner, id).await, "discarded", "{id}");
+    }
+    for id in &claimed {
+        assert_eq!(world.todo_state(&world.owner, id).await, "claimed", "{id}");
+    }
+    browser.close().await;
+}
