@@ -174,6 +174,15 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
         scan(&browser, name, path).await;
     }
 
+    // The claimed todo's lease counts down (issue #12: "lease countdown").
+    browser.goto(&url(&format!("/todos/{}", world.claimed_id))).await;
+    let countdown = browser.text(".countdown").await;
+    let counting = countdown
+        .strip_prefix("(in ")
+        .and_then(|rest| rest.strip_suffix(" s)"))
+        .is_some_and(|rest| rest.split(" min ").all(|n| n.parse::<u32>().is_ok()) && rest.split(" min ").count() <= 2);
+    assert!(counting, "the lease countdown reads {countdown:?}");
+
     // The policy editor showing a field error: submit an unknown zone through the form.
     browser.goto(&url(&queue("metered", "/budget"))).await;
     browser

@@ -1,7 +1,7 @@
 // Switchboard board: the one script the board loads (issue #12). Every page works without it;
-// it only (1) shows times in the viewer's own zone, (2) swaps in live queue headers from
-// GET /events (native EventSource) and announces a queue turning exhausted, paused or
-// unavailable, and (3) returns focus to the edit control after the policy editor.
+// it only (1) shows times in the viewer's own zone and a lease's countdown, (2) swaps in live
+// queue headers from GET /events (native EventSource) and announces a queue turning exhausted,
+// paused or unavailable, and (3) returns focus to the edit control after the policy editor.
 // No inline code anywhere: the CSP is default-src 'self'.
 (function () {
   'use strict';
@@ -60,7 +60,29 @@
     if (control) control.focus();
   }
 
+  // A lease's countdown ("in 4 min 12 s"), refreshed every second; the expiry time beside it
+  // is what a page without scripts shows.
+  function countdown() {
+    var spans = document.querySelectorAll('.countdown[data-until]');
+    if (!spans.length) return;
+    function tick() {
+      for (var i = 0; i < spans.length; i++) {
+        var left = Math.round((new Date(spans[i].getAttribute('data-until')).getTime() - Date.now()) / 1000);
+        if (isNaN(left)) continue;
+        if (left <= 0) {
+          spans[i].textContent = '(lapsed: the reaper returns it to pending)';
+        } else {
+          var minutes = Math.floor(left / 60);
+          spans[i].textContent = '(in ' + (minutes > 0 ? minutes + ' min ' : '') + (left % 60) + ' s)';
+        }
+      }
+    }
+    tick();
+    setInterval(tick, 1000);
+  }
+
   localise(document);
   returnFocus();
+  countdown();
   live();
 })();
