@@ -8,9 +8,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// The reaper's default tick.
-pub const REAPER_INTERVAL_DEFAULT: Duration = Duration::from_secs(30);
-
 /// One pass of every sweep. Errors are logged and the next tick tries again: a sweep that fails
 /// leaves rows as they were, and claims stay correct without it (takeover covers lapsed leases).
 pub async fn run_once<S: Store>(store: &S) {

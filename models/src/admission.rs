@@ -156,6 +156,12 @@ impl Policy {
     pub fn charges(&self) -> bool {
         self.max_claims_per_window.is_some()
     }
+
+    /// The window a claim admitted at `now` is charged to, as (start, end): the one containing
+    /// `now`, when the policy charges at all (REQ-3, REQ-5).
+    pub fn charged_window(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        self.window.as_ref().filter(|_| self.charges()).map(|w| w.window_containing(now))
+    }
 }
 
 fn limit(map: &Map<String, Value>, field: &str, max: i64) -> Result<Option<i64>> {
@@ -299,6 +305,27 @@ pub struct Headroom {
     pub used: Option<i64>,
     pub remaining: Option<i64>,
     pub window_resets_at: Option<DateTime<Utc>>,
+}
+
+impl Headroom {
+    /// The headroom after an admitted claim: `in_flight_before` did not count the claimed todo,
+    /// `used` is the window's usage after its charge (None when nothing was charged), and
+    /// `charged_window` is [`Policy::charged_window`] at the clock of the claim.
+    pub fn after_claim(
+        policy: &Policy,
+        in_flight_before: i64,
+        used: Option<i64>,
+        charged_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    ) -> Headroom {
+        Headroom {
+            max_in_flight: policy.max_in_flight,
+            in_flight: in_flight_before + 1,
+            max_claims_per_window: policy.max_claims_per_window,
+            used,
+            remaining: policy.max_claims_per_window.zip(used).map(|(max, used)| (max - used).max(0)),
+            window_resets_at: charged_window.map(|(_, end)| end),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 //! Called "intake" so it is never confused with SPEC-0030's claim-time admission: a refusal here
 //! is `queue_full`, never `deferred`, and it never charges or refunds window usage.
 
+use crate::error::{Code, Error, Result};
+use crate::identity::QueueIdentity;
+use crate::limits::QUEUE_FULL_RETRY_AFTER_SECONDS;
 use serde_json::Value;
 
 /// The environment variable that overrides (and locks) the setting.
@@ -65,6 +68,39 @@ pub fn effective(env: CapacityEnv, setting: Option<i64>) -> Capacity {
             Capacity { setting, effective: CAPACITY_DEFAULT, source: "default", locked: false }
         }
     }
+}
+
+/// Whether the setting may be set to `max_pending`: not while the environment locks it
+/// (`conflict`, state `locked`), and only within 0 (unlimited) to `CAPACITY_SETTING_MAX`.
+pub fn check_settable(env: CapacityEnv, max_pending: i64) -> Result<()> {
+    if let CapacityEnv::Locked(_) = env {
+        return Err(
+            Error::new(Code::Conflict, format!("the capacity is locked by {CAPACITY_ENV}")).with("state", "locked")
+        );
+    }
+    if !(0..=CAPACITY_SETTING_MAX).contains(&max_pending) {
+        return Err(Error::invalid(
+            "max_pending_per_queue",
+            format!("max_pending_per_queue must be 0 (unlimited) to {CAPACITY_SETTING_MAX}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `queue_full` when `identity` already holds `pending` todos and its capacity is `max` (> 0):
+/// the refusal names the queue, the count and the capacity, and when to try again.
+pub fn check_room(identity: &QueueIdentity, pending: i64, max: i64) -> Result<()> {
+    if pending >= max {
+        return Err(Error::new(
+            Code::QueueFull,
+            format!("queue {} holds {pending} pending todos, its capacity is {max}", identity.queue),
+        )
+        .with("queue", identity.queue.clone())
+        .with("pending", pending)
+        .with("max", max)
+        .with("retry_after_seconds", QUEUE_FULL_RETRY_AFTER_SECONDS));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! queues); SPEC-0023 lifecycle counters.
 
 use crate::admission::Reason;
+use crate::error::{Code, Result};
+use crate::todo::{Created, NewTodo};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -67,6 +69,20 @@ impl Counters {
 
     pub fn intake_refused(&self, queue: &str, source: &str) {
         self.with(|c| *c.intake_refusals.entry((queue.to_string(), source.to_string())).or_default() += 1);
+    }
+
+    /// The outcome of one create: a new todo counts as created, a `queue_full` refusal as an
+    /// intake refusal; a dedup hit and any other error count nothing.
+    pub fn create_answered(&self, new: &NewTodo, answer: &Result<Created>) {
+        match answer {
+            Ok(created) if !created.deduped => {
+                self.created(&created.todo.identity.queue, created.todo.created_by_kind.as_str())
+            }
+            Err(error) if error.code == Code::QueueFull => {
+                self.intake_refused(&new.identity.queue, new.created_by_kind.as_str())
+            }
+            _ => {}
+        }
     }
 
     pub fn discarded(&self, queue: &str, action: &str, count: u64) {

@@ -6,9 +6,11 @@
 
 pub mod admission;
 pub mod capacity;
+pub mod claim;
 pub mod counters;
 pub mod error;
 pub mod identity;
+pub mod limits;
 pub mod lock_model;
 pub mod model_store;
 pub mod mutants;

@@ -1,12 +1,15 @@
 //! The seeded-bug catalog's switchboard: deliberate bugs the engine can be built with, so the
 //! simulation can prove it finds them (`cargo run -p sim --release --features mutants -- mutants`).
 //!
-//! Each bug is a branch at the place the real mistake would be made, taken only while that bug
-//! is switched on. Only the `sim` crate's non-default `mutants` feature compiles the switches
-//! (`--features mutants`, used by the hunt alone); in every other build, `cargo test
-//! --workspace` and the server's included, `active` is a constant `false`, the branches are dead
-//! code the compiler removes, and nothing can switch them on. With the feature, one bug at a
-//! time is switched on process-wide.
+//! Each bug is taken at the place the real mistake would be made, through one named hook per
+//! site: [`hooks`] for the sites in this crate (window arithmetic, the reference model's push
+//! pipeline) and `engine/src/pg_store/mutant_hooks.rs` for `PgStore`'s. Production code calls the
+//! hook and reads on; only the hook knows the catalog.
+//!
+//! Only the `sim` crate's non-default `mutants` feature compiles the switches (`--features
+//! mutants`, used by the hunt alone); in every other build, `cargo test --workspace` and the
+//! server's included, `active` is a constant `false`, every hook is the production answer, and
+//! nothing can switch a bug on. With the feature, one bug at a time is switched on process-wide.
 
 /// One deliberate bug, named after the mistake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,5 +108,34 @@ pub fn active(mutant: Mutant) -> bool {
     {
         let _ = mutant;
         false
+    }
+}
+
+/// The hooks of the sites in `models`. Each is the production answer unless its bug is on.
+pub mod hooks {
+    use super::{Mutant, active};
+
+    /// A window anchor the clock passes twice (a DST fold): whether to take the later instant
+    /// (`FoldLatest`; REQ-5 takes the earlier).
+    pub fn fold_takes_later_instant() -> bool {
+        active(Mutant::FoldLatest)
+    }
+
+    /// The model's hook outbox: whether a lapsed lease stays taken instead of free to take over
+    /// (`HookLostOnCrash`; SPEC-0024: the outbox loses nothing).
+    pub fn lapsed_hook_leases_stay_taken() -> bool {
+        active(Mutant::HookLostOnCrash)
+    }
+
+    /// The model's push dispatch: whether ringing leaves the `push_due` row in place, so every
+    /// replica's pass rings again (`RingPerReplica`; REQ-8: each push is decided once).
+    pub fn rings_leave_push_due() -> bool {
+        active(Mutant::RingPerReplica)
+    }
+
+    /// The model's push dispatch: whether to skip asking which identities are deferred
+    /// (`PushWhileDeferred`; REQ-8 withholds pushes for deferred queues).
+    pub fn pushes_ignore_deferral() -> bool {
+        active(Mutant::PushWhileDeferred)
     }
 }

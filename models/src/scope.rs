@@ -180,6 +180,34 @@ impl AgentScope {
     }
 }
 
+/// The name rule of a human or team made at bootstrap: not blank, at most 200 bytes. The refusal
+/// text names the CLI argument, since only `switchboard admin … add NAME` makes them.
+pub fn check_principal_name(name: &str) -> std::result::Result<(), &'static str> {
+    if name.trim().is_empty() || name.len() > 200 {
+        return Err("NAME must be 1-200 characters");
+    }
+    Ok(())
+}
+
+/// The readable part of a team's or endpoint's slug: lowercase ASCII alphanumerics, any run of
+/// anything else as one `-`, at most 40 characters, `x` when nothing is left. Both stores append
+/// a random or sequential suffix to it.
+pub fn slugify(name: &str) -> String {
+    let mut slug = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+        if slug.len() >= 40 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-').to_string();
+    if slug.is_empty() { "x".to_string() } else { slug }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -162,9 +162,7 @@ impl NewTodo {
     /// Field checks every creation path shares; names the field it refuses.
     pub fn validate(&self) -> Result<()> {
         crate::identity::validate_queue_name("queue", &self.identity.queue)?;
-        if self.title.trim().is_empty() || self.title.chars().count() > TITLE_LENGTH_MAX {
-            return Err(Error::invalid("title", format!("title must be 1-{TITLE_LENGTH_MAX} characters")));
-        }
+        validate_title(&self.title)?;
         if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
             return Err(Error::invalid("max_attempts", format!("max_attempts must be 1-{MAX_ATTEMPTS_LIMIT}")));
         }
@@ -175,6 +173,15 @@ impl NewTodo {
         }
         Ok(())
     }
+}
+
+/// The title rule of every path that sets one (create, webhook fan-out, edit): not blank, at most
+/// `TITLE_LENGTH_MAX` characters (characters, not bytes: a title is read by people).
+pub fn validate_title(title: &str) -> Result<()> {
+    if title.trim().is_empty() || title.chars().count() > TITLE_LENGTH_MAX {
+        return Err(Error::invalid("title", format!("title must be 1-{TITLE_LENGTH_MAX} characters")));
+    }
+    Ok(())
 }
 
 /// The answer of a create: the todo, and whether an existing live row was returned instead.

@@ -299,7 +299,7 @@ pub(crate) fn first_instant_reading(tz: Tz, wall: NaiveDateTime) -> Option<DateT
     match tz.from_local_datetime(&wall) {
         LocalResult::Single(instant) => Some(instant.to_utc()),
         // The clock reached the anchor on its first pass; the repeat is the same window's.
-        LocalResult::Ambiguous(first, second) if crate::mutants::active(crate::mutants::Mutant::FoldLatest) => {
+        LocalResult::Ambiguous(first, second) if crate::mutants::hooks::fold_takes_later_instant() => {
             Some(first.max(second).to_utc())
         }
         LocalResult::Ambiguous(first, second) => Some(first.min(second).to_utc()),

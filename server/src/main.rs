@@ -66,7 +66,7 @@ struct ServeArgs {
     #[command(flatten)]
     database: DatabaseArgs,
     /// Seconds between runs of the lease reaper and the retry scheduler.
-    #[arg(long, env = "SWITCHBOARD_REAPER_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, env = "SWITCHBOARD_REAPER_INTERVAL", default_value_t = models::limits::REAPER_INTERVAL_DEFAULT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
     reaper_interval: u64,
     /// Most database connections this server opens.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=1000))]

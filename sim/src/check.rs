@@ -18,9 +18,9 @@ use models::store::{Store, TodoQuery, TodoSet};
 use models::todo::TodoState;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How many recent windows a policy detail lists (the engine's `DETAIL_WINDOWS_MAX`): charges
-/// in windows older than the oldest listed one cannot be compared once the list is full.
-const DETAIL_WINDOWS_LISTED: usize = 30;
+/// How many recent windows a policy detail lists: charges in windows older than the oldest
+/// listed one cannot be compared once the list is full.
+const DETAIL_WINDOWS_LISTED: usize = models::limits::DETAIL_WINDOWS_MAX as usize;
 
 struct Holding {
     identity: QueueIdentity,

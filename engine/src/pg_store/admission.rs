@@ -7,15 +7,10 @@ use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Observation, Policy};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
+use models::limits::{DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
 use models::scope::Reach;
 use models::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
 use serde_json::Value;
-
-/// Usage rows are kept this long, then pruned (REQ-1).
-pub const USAGE_RETENTION_DAYS: i64 = 35;
-/// Windows and audit records a policy detail carries.
-const DETAIL_WINDOWS_MAX: i64 = 30;
-const DETAIL_AUDIT_MAX: i64 = 50;
 
 type PolicyRow = (
     String,

@@ -15,19 +15,25 @@
 //! A transaction holds at most one policy lock and never waits on a todo lock while holding it:
 //! the todo is always locked first. Dropping a transaction on any early return (an error, a
 //! cancelled request) rolls it back, so nothing is charged that did not commit (REQ-13).
+//!
+//! This file holds only the I/O. What a refusal means for `claim_next`'s next pick, the deferred
+//! list, the headroom and the `deferred` error are pure rules in `models` (`models::claim`,
+//! `Headroom::after_claim`) that the reference model applies too. The mutant hunt's seeded bugs
+//! reach this transaction only through the named hooks of `mutant_hooks`.
 
 use super::admission::Pending;
+use super::mutant_hooks;
 use super::{
     BudgetedHint, CLAIM_ORDER_ROWS, CLAIMABLE, PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays,
     identity_filter, owner_groups, owner_groups_filter,
 };
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Decision, Headroom, Observation, Policy, Reason};
+use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
-use models::mutants::{self, Mutant};
 use models::scope::Actor;
-use models::store::{ClaimNext, Claimed, DeferredQueue};
+use models::store::{ClaimNext, Claimed};
 use models::todo::Todo;
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Postgres, Row, Transaction};
@@ -111,15 +117,14 @@ impl PgStore {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> Result<ClaimNext> {
-        // The oldest candidate has a policy: claim under the lock, queue by queue. After the
-        // first refusal, skip the queues an unlocked read shows deferred (an optimisation only:
-        // every claim is re-checked under the lock).
-        let mut excluded: Vec<QueueIdentity> = Vec::new();
-        let mut pre_read = false;
-        for round in 0..2 {
+        // The oldest candidate has a policy: claim under the lock, queue by queue, each refused
+        // queue excluded from the next pick; `ClaimNextRounds` keeps that account (REQ-4, REQ-7).
+        let mut rounds = ClaimNextRounds::new(queues);
+        for _ in 0..ClaimNextRounds::ROUNDS_MAX {
             for _ in 0..=queues.len() {
                 let mut tx = self.begin().await?;
-                let Some((candidate, policy)) = or_rollback!(tx, self.pick_candidate(&mut tx, queues, &excluded).await)
+                let Some((candidate, policy)) =
+                    or_rollback!(tx, self.pick_candidate(&mut tx, queues, rounds.excluded()).await)
                 else {
                     finish(tx, Ok(())).await?;
                     break;
@@ -134,64 +139,27 @@ impl PgStore {
                     Admission::Refused { reason, .. } => {
                         tx.rollback().await.map_err(db_error)?;
                         self.counters.refused(&candidate.identity.queue, reason);
-                        if mutants::active(Mutant::ClaimNextStopsAtFirstRefusal) {
+                        if mutant_hooks::claim_next_gives_up_after_refusal() {
                             return Ok(ClaimNext::Empty { deferred: vec![] });
                         }
-                        excluded.push(candidate.identity);
-                        if !pre_read && queues.len() > excluded.len() {
-                            pre_read = true;
-                            self.exclude_deferred(queues, &mut excluded).await?;
+                        if rounds.refused(candidate.identity) {
+                            let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
+                            for (identity, reason) in rounds.exclude_deferred(statuses) {
+                                self.counters.refused(&identity.queue, reason);
+                            }
                         }
                     }
                 }
             }
-            // Nothing claimable outside the excluded queues. Report those that hold pending work;
-            // one that has reopened since (a window turned) gets one more round, so the answer
-            // is never empty while an admitted queue has claimable work.
+            // Nothing claimable outside the excluded queues: the deferred list, or one more round.
+            let excluded = rounds.excluded();
             let statuses =
-                if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(&excluded, Pending::Count).await? };
-            let reopened: Vec<&QueueIdentity> = statuses
-                .iter()
-                .filter(|q| !q.status.hint.is_deferred() && q.pending > 0)
-                .map(|q| &q.identity)
-                .collect();
-            if round == 0 && !reopened.is_empty() {
-                excluded.retain(|q| !reopened.contains(&q));
-                continue;
+                if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(excluded, Pending::Count).await? };
+            if let Exhausted::Answer(answer) = rounds.exhausted(statuses) {
+                return Ok(answer);
             }
-            let deferred = statuses
-                .into_iter()
-                .filter(|q| q.pending > 0)
-                .filter_map(|q| {
-                    let hint = q.status.hint;
-                    hint.reason.map(|reason| DeferredQueue {
-                        identity: q.identity,
-                        reason,
-                        pending: q.pending,
-                        next_eligible_at: hint.next_eligible_at,
-                        exact: hint.exact,
-                    })
-                })
-                .collect();
-            return Ok(ClaimNext::Empty { deferred });
         }
         Ok(ClaimNext::Empty { deferred: vec![] })
-    }
-
-    /// Adds to `excluded` every queue an unlocked read shows deferred; one with pending work
-    /// counts as a refused claim.
-    async fn exclude_deferred(&self, queues: &[QueueIdentity], excluded: &mut Vec<QueueIdentity>) -> Result<()> {
-        for queue in self.queue_admissions_tx(queues, Pending::AnyAtAll).await? {
-            if let Some(reason) = queue.status.hint.reason
-                && !excluded.contains(&queue.identity)
-            {
-                if queue.pending > 0 {
-                    self.counters.refused(&queue.identity.queue, reason);
-                }
-                excluded.push(queue.identity);
-            }
-        }
-        Ok(())
     }
 
     pub(crate) async fn claim_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
@@ -233,9 +201,7 @@ impl PgStore {
         policy: std::result::Result<Option<LockedPolicy>, sqlx::Error>,
         lease_seconds: i64,
     ) -> Result<Admission> {
-        // The seeded bugs that over-admit on purpose also drop the guard below; read once, so a
-        // bug switched off mid-request cannot make its own claim look like an engine fault.
-        let unguarded = mutants::active(Mutant::CheckOutsideLock) || mutants::active(Mutant::IgnoreUsage);
+        let over_admits_on_purpose = mutant_hooks::over_admits_on_purpose();
         // 2–3. The policy, locked; none → the base claim, taking no admission lock.
         let locked = match policy {
             Ok(locked) => locked,
@@ -250,7 +216,7 @@ impl PgStore {
         };
         let policy = match &locked.evaluated {
             Ok(policy) => policy,
-            Err(_) if mutants::active(Mutant::FailOpenUnknownZone) => {
+            Err(_) if mutant_hooks::fails_open_on_invalid_policy() => {
                 return self.claim_unbudgeted(tx, actor, candidate, lease_seconds).await;
             }
             Err(problem) => {
@@ -269,36 +235,24 @@ impl PgStore {
         check_claimable(candidate, observed.now)?;
 
         // 5. Decide.
-        let used_for_decision = if mutants::active(Mutant::IgnoreUsage) { 0 } else { observed.used };
-        match admission::decide(policy, observed.in_flight, used_for_decision) {
+        match admission::decide(policy, observed.in_flight, mutant_hooks::used_for_decision(observed.used)) {
             Decision::Refuse(reason) => {
                 let hint = admission::status(policy, &observed).hint;
                 Ok(Admission::Refused { reason, hint, now: Some(observed.now) })
             }
             // 6. Claim and charge.
             Decision::Admit => {
-                let window = policy.window.as_ref().map(|w| w.window_containing(observed.now));
-                let mut charge = window.filter(|_| policy.charges()).map(|(start, _)| (locked.id.clone(), start));
-                if mutants::active(Mutant::ChargePerTodo) && attempt_of(tx, &candidate.id).await? > 0 {
-                    charge = None;
-                }
+                let charged_window = policy.charged_window(observed.now);
+                let charge = charged_window.map(|(start, _)| (locked.id.clone(), start));
+                let charge = mutant_hooks::charge(tx, &candidate.id, charge).await?;
                 let (todo, used) = claim_locked(tx, actor, &candidate.id, observed.now, lease_seconds, charge).await?;
                 if let (Some(max), Some(used)) = (policy.max_claims_per_window, used)
-                    && !unguarded
+                    && !over_admits_on_purpose
                 {
                     assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
                 }
-                Ok(Admission::Claimed(Box::new(Claimed {
-                    todo,
-                    admission: Some(Headroom {
-                        max_in_flight: policy.max_in_flight,
-                        in_flight: observed.in_flight + 1,
-                        max_claims_per_window: policy.max_claims_per_window,
-                        used,
-                        remaining: policy.max_claims_per_window.zip(used).map(|(max, used)| (max - used).max(0)),
-                        window_resets_at: window.filter(|_| policy.charges()).map(|(_, end)| end),
-                    }),
-                })))
+                let headroom = Headroom::after_claim(policy, observed.in_flight, used, charged_window);
+                Ok(Admission::Claimed(Box::new(Claimed { todo, admission: Some(headroom) })))
             }
         }
     }
@@ -333,27 +287,24 @@ impl PgStore {
         // Guess the window from this host's clock so one round trip usually suffices; if the
         // database's clock lands in another window, read that window's usage as well.
         let guess = policy.window.as_ref().map(|w| w.window_containing(self.clock.now()));
-        // The in-flight-across-queues seeded bug widens the count in the SQL text, so the
-        // production statement stays exactly the indexed one.
-        let same_queue = if mutants::active(Mutant::InFlightAcrossQueues) { "true" } else { "t.queue = $4" };
-        let (now, in_flight, earliest, used): (DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<i32>) =
-            sqlx::query_as(composed_sql!(
-                "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
+        // $6 is the guessed window's start; $7 the candidate, which is not counted in flight.
+        const OBSERVE_SQL: &str = "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
                (SELECT w.used FROM admission_windows w WHERE w.policy_id = $5 AND w.window_start = $6) \
              FROM (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
-                   WHERE t.state = 'claimed' AND {same_queue} AND t.id <> $7 \
-                     AND (t.endpoint_id = $2 OR t.team_id = $3)) f"
-            ))
-            .bind(self.now_param())
-            .bind(candidate.identity.endpoint_id())
-            .bind(candidate.identity.team_id())
-            .bind(&candidate.identity.queue)
-            .bind(policy_id)
-            .bind(guess.map(|(start, _)| start))
-            .bind(if mutants::active(Mutant::TakeoverCountsItself) { "" } else { candidate.id.as_str() })
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(db_error)?;
+                   WHERE t.state = 'claimed' AND t.queue = $4 AND t.id <> $7 \
+                     AND (t.endpoint_id = $2 OR t.team_id = $3)) f";
+        let (now, in_flight, earliest, used): (DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<i32>) =
+            sqlx::query_as(mutant_hooks::observe_sql(OBSERVE_SQL))
+                .bind(self.now_param())
+                .bind(candidate.identity.endpoint_id())
+                .bind(candidate.identity.team_id())
+                .bind(&candidate.identity.queue)
+                .bind(policy_id)
+                .bind(guess.map(|(start, _)| start))
+                .bind(mutant_hooks::in_flight_leaves_out(&candidate.id))
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(db_error)?;
         let mut used = i64::from(used.unwrap_or(0));
         if let Some(window) = &policy.window {
             let actual = window.window_start(now);
@@ -402,8 +353,7 @@ impl PgStore {
         );
         let groups = owner_groups(queues);
         let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
-        let policy_lock = if mutants::active(Mutant::CheckOutsideLock) { "" } else { "FOR UPDATE" };
-        let mut query = sqlx::query_as(composed_sql!(
+        let sql = format!(
             "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
              cand AS MATERIALIZED ( \
                SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
@@ -414,15 +364,16 @@ impl PgStore {
              FROM cand LEFT JOIN LATERAL ( \
                SELECT p.* FROM admission_policies p \
                WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
-               {policy_lock}) p ON true",
+               FOR UPDATE) p ON true",
             owner_groups_filter(&groups, 6),
             identity_filter(2)
-        ))
-        .bind(self.now_param())
-        .bind(&x_endpoint_ids)
-        .bind(&x_endpoint_queues)
-        .bind(&x_team_ids)
-        .bind(&x_team_queues);
+        );
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(mutant_hooks::pick_candidate_sql(sql)))
+            .bind(self.now_param())
+            .bind(&x_endpoint_ids)
+            .bind(&x_endpoint_queues)
+            .bind(&x_team_ids)
+            .bind(&x_team_queues);
         for (_, owner, names) in &groups {
             query = query.bind(owner.clone()).bind(names.clone());
         }
@@ -523,28 +474,6 @@ fn check_claimable(candidate: &Candidate, now: DateTime<Utc>) -> Result<()> {
     }
 }
 
-/// The `deferred` error of REQ-7: queue, reason, next_eligible_at and exact, nothing changed.
-fn deferred_error(
-    identity: &QueueIdentity,
-    reason: Reason,
-    hint: models::admission::AdmissionHint,
-    now: Option<DateTime<Utc>>,
-) -> Error {
-    let retry_after_seconds = hint.next_eligible_at.zip(now).map(|(t, now)| (t - now).num_seconds().max(1));
-    let mut error = Error::new(
-        models::error::Code::Deferred,
-        format!("queue {} admits no claim now: {}", identity.queue, reason.as_str()),
-    )
-    .with("queue", identity.queue.clone())
-    .with("reason", reason.as_str())
-    .with("next_eligible_at", hint.next_eligible_at.map(|t| t.to_rfc3339()))
-    .with("exact", hint.exact);
-    if let Some(seconds) = retry_after_seconds {
-        error = error.with("retry_after_seconds", seconds);
-    }
-    error
-}
-
 pub(crate) fn identity_of(endpoint_id: Option<String>, team_id: Option<String>, queue: String) -> QueueIdentity {
     match (endpoint_id, team_id) {
         (Some(endpoint), _) => QueueIdentity::endpoint(endpoint, queue),
@@ -561,10 +490,10 @@ async fn lock_policy(
     identity: &QueueIdentity,
 ) -> Result<Option<LockedPolicy>, sqlx::Error> {
     type Row = (String, Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
-    const LOCKING: &str = "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, window_start, \
-         window_weekday FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE";
-    let sql = if mutants::active(Mutant::CheckOutsideLock) { LOCKING.trim_end_matches(" FOR UPDATE") } else { LOCKING };
-    let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    const LOCK_POLICY_SQL: &str = "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, \
+         window_start, window_weekday FROM admission_policies \
+         WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE";
+    let row: Option<Row> = sqlx::query_as(mutant_hooks::lock_policy_sql(LOCK_POLICY_SQL))
         .bind(identity.endpoint_id())
         .bind(identity.team_id())
         .bind(&identity.queue)
@@ -573,11 +502,6 @@ async fn lock_policy(
     Ok(row.map(|(id, max_in_flight, max_claims, period, tz, start, weekday)| {
         LockedPolicy::from_row(id, (max_in_flight, max_claims, period, tz, start, weekday))
     }))
-}
-
-/// The attempt count of a todo this transaction holds (only the charge-per-todo mutant asks).
-async fn attempt_of(tx: &mut Transaction<'static, Postgres>, id: &str) -> Result<i32> {
-    sqlx::query_scalar("SELECT attempt FROM todos WHERE id = $1").bind(id).fetch_one(&mut **tx).await.map_err(db_error)
 }
 
 /// Locks a todo row (blocking) and reads it; an absent id is `not_found`.

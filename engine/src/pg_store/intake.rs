@@ -17,12 +17,9 @@ use models::error::{Code, Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
 use models::scope::HumanScope;
 use models::store::PolicyActor;
-use models::todo::{CreatedByKind, TITLE_LENGTH_MAX, Todo, TodoState};
+use models::todo::{CreatedByKind, Todo, TodoState, validate_title};
 use serde_json::Value;
 use sqlx::PgConnection;
-
-/// Seconds a refused producer is told to wait before trying again.
-const QUEUE_FULL_RETRY_AFTER_SECONDS: i64 = 5;
 
 impl PgStore {
     /// The effective capacity: the environment's value when it locks the setting, else the
@@ -63,16 +60,7 @@ impl PgStore {
     /// Persists the setting, then the next intake anywhere applies it. Refused while the
     /// environment locks it; lowering it never removes pending work.
     pub(crate) async fn set_queue_capacity_tx(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
-        if let CapacityEnv::Locked(_) = self.intake_env {
-            return Err(Error::new(Code::Conflict, format!("the capacity is locked by {}", capacity::CAPACITY_ENV))
-                .with("state", "locked"));
-        }
-        if !(0..=capacity::CAPACITY_SETTING_MAX).contains(&max_pending) {
-            return Err(Error::invalid(
-                "max_pending_per_queue",
-                format!("max_pending_per_queue must be 0 (unlimited) to {}", capacity::CAPACITY_SETTING_MAX),
-            ));
-        }
+        capacity::check_settable(self.intake_env, max_pending)?;
         sqlx::query(
             "INSERT INTO settings (key, value, updated_at, updated_by_human_id) VALUES ($1, $2, coalesce($4::timestamptz, clock_timestamp()), $3) \
              ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at, \
@@ -107,17 +95,7 @@ impl PgStore {
         .fetch_one(&mut *conn)
         .await
         .map_err(db_error)?;
-        if pending >= max {
-            return Err(Error::new(
-                Code::QueueFull,
-                format!("queue {} holds {pending} pending todos, its capacity is {max}", identity.queue),
-            )
-            .with("queue", identity.queue.clone())
-            .with("pending", pending)
-            .with("max", max)
-            .with("retry_after_seconds", QUEUE_FULL_RETRY_AFTER_SECONDS));
-        }
-        Ok(())
+        models::capacity::check_room(identity, pending, max)
     }
 
     /// Removes one pending todo of `identity`, whatever created it.
@@ -195,10 +173,8 @@ impl PgStore {
         title: Option<String>,
         payload: Option<Value>,
     ) -> Result<Todo> {
-        if let Some(title) = &title
-            && (title.trim().is_empty() || title.chars().count() > TITLE_LENGTH_MAX)
-        {
-            return Err(Error::invalid("title", format!("title must be 1-{TITLE_LENGTH_MAX} characters")));
+        if let Some(title) = &title {
+            validate_title(title)?;
         }
         let mut tx = self.begin().await?;
         let outcome = async {

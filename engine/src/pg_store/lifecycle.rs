@@ -125,18 +125,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
             close_attempt(&mut tx, id, now, "released").await?;
-            if models::mutants::active(models::mutants::Mutant::RefundOnRelease) {
-                sqlx::query(
-                    "UPDATE admission_windows w SET used = used - 1 FROM todos t JOIN admission_policies p \
-                       ON p.queue = t.queue AND (p.endpoint_id = t.endpoint_id OR p.team_id = t.team_id) \
-                     WHERE t.id = $1 AND w.policy_id = p.id AND w.used > 0 \
-                       AND w.window_start = (SELECT max(window_start) FROM admission_windows WHERE policy_id = p.id)",
-                )
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-            }
+            super::mutant_hooks::after_release(&mut tx, id).await?;
             row.into_todo()
         }
         .await;

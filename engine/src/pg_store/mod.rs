@@ -2,8 +2,12 @@
 //!
 //! Split by concept: `principals` (humans, teams, endpoints, tokens), `todos` (create, list,
 //! read), `claim` (the claim transaction), `lifecycle` (heartbeat, complete, fail, release,
-//! retry, and the sweeps). Every query is parameterised; every transaction is committed or
-//! dropped (which rolls back) on every path, so a cancelled request changes nothing.
+//! retry, and the sweeps), `admission` (policies, their audit, derived status, usage pruning),
+//! `intake` (capacity, remove, clear, edit, purge), `webhooks` (registration and ingest), `push`
+//! and `hooks` (push decisions and the hook outbox), `store_impl` (the `Store` trait over these),
+//! `mutant_hooks` (where the seeded bugs reach this store). Every query is parameterised; every
+//! transaction is committed or dropped (which rolls back) on every path, so a cancelled request
+//! changes nothing. The claim transaction step by step: `docs/architecture.md`.
 
 /// Builds SQL text from this module's constant fragments (`TODO_COLUMNS`, `CLAIMABLE`, numbered
 /// placeholders). Values never go into the text: every one is a bind parameter (REQ-13).
@@ -27,6 +31,7 @@ mod claim;
 mod hooks;
 mod intake;
 mod lifecycle;
+mod mutant_hooks;
 mod principals;
 mod push;
 mod store_impl;
@@ -139,7 +144,7 @@ impl PgStore {
             pool,
             clock,
             counters: Arc::default(),
-            reaper_interval: crate::sweeps::REAPER_INTERVAL_DEFAULT,
+            reaper_interval: models::limits::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
             budgeted_hint: Arc::default(),
             intake_env: models::capacity::CapacityEnv::Unset,

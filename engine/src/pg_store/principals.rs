@@ -6,7 +6,7 @@
 use super::{PgStore, db_error};
 use models::error::{Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
-use models::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole};
+use models::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole, check_principal_name, slugify};
 use models::store::{AgentLookup, NewEndpoint};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -48,22 +48,6 @@ impl From<sqlx::Error> for BootstrapError {
     }
 }
 
-fn slugify(name: &str) -> String {
-    let mut slug = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
-        } else if !slug.ends_with('-') && !slug.is_empty() {
-            slug.push('-');
-        }
-        if slug.len() >= 40 {
-            break;
-        }
-    }
-    let slug = slug.trim_end_matches('-').to_string();
-    if slug.is_empty() { "x".to_string() } else { slug }
-}
-
 fn random_suffix() -> String {
     let mut bytes = [0_u8; 4];
     rand::rng().fill_bytes(&mut bytes);
@@ -74,9 +58,7 @@ impl PgStore {
     /// `switchboard admin human add`: creates (or finds) human `name`, optionally making them an
     /// instance admin, and mints an operator API token for them.
     pub async fn bootstrap_human(&self, name: &str, admin: bool) -> Result<(Human, String), BootstrapError> {
-        if name.trim().is_empty() || name.len() > 200 {
-            return Err(BootstrapError::Invalid("NAME must be 1-200 characters".into()));
-        }
+        check_principal_name(name).map_err(|problem| BootstrapError::Invalid(problem.into()))?;
         let mut tx = self.pool.begin().await?;
         let (id, name, instance_admin): (String, String, bool) = sqlx::query_as(
             "INSERT INTO humans (id, name, instance_admin) \
@@ -100,9 +82,7 @@ impl PgStore {
 
     /// `switchboard admin team add NAME --owner HUMAN`.
     pub async fn bootstrap_team(&self, name: &str, owner_name: &str) -> Result<Team, BootstrapError> {
-        if name.trim().is_empty() || name.len() > 200 {
-            return Err(BootstrapError::Invalid("NAME must be 1-200 characters".into()));
-        }
+        check_principal_name(name).map_err(|problem| BootstrapError::Invalid(problem.into()))?;
         let mut tx = self.pool.begin().await?;
         let owner: Option<String> = sqlx::query_scalar("SELECT id FROM humans WHERE name = $1 OR id = $1")
             .bind(owner_name)

@@ -5,7 +5,7 @@
 
 use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays, identity_filter};
 use chrono::{DateTime, Utc};
-use models::error::{Code, Error, Result};
+use models::error::{Error, Result};
 use models::scope::Actor;
 use models::scope::Reach;
 use models::store::{TodoQuery, TodoSet};
@@ -29,15 +29,7 @@ impl PgStore {
             let outcome = self.create_in(&mut tx, &new, None, capacity).await;
             finish(tx, outcome).await
         };
-        match &created {
-            Ok(created) if !created.deduped => {
-                self.counters.created(&created.todo.identity.queue, created.todo.created_by_kind.as_str())
-            }
-            Err(error) if error.code == Code::QueueFull => {
-                self.counters.intake_refused(&new.identity.queue, new.created_by_kind.as_str())
-            }
-            _ => {}
-        }
+        self.counters.create_answered(&new, &created);
         created
     }
 

@@ -100,7 +100,7 @@ impl PgStore {
             .await
             .map_err(db_error)?
             .rows_affected();
-            if recorded == 0 && !models::mutants::active(models::mutants::Mutant::DedupIgnored) {
+            if recorded == 0 && !super::mutant_hooks::redelivery_treated_as_new() {
                 let todo_ids: Vec<String> =
                     sqlx::query_scalar("SELECT todo_ids FROM webhook_deliveries WHERE webhook_id = $1 AND delivery_id = $2")
                         .bind(webhook_id)

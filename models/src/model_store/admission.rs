@@ -6,19 +6,16 @@
 //! REQ-6 (status derived, never stored), REQ-9 (a row that does not evaluate is unavailable),
 //! REQ-10 (full replace, audited; clearing drops the usage with the policy).
 
-use super::{ModelStore, PolicyRow, State, USAGE_RETENTION_DAYS, database_error, queue_name_ok};
+use super::{ModelStore, PolicyRow, State, database_error, queue_name_ok};
 use crate::admission::{self, MAX_CLAIMS_PER_WINDOW_LIMIT, MAX_IN_FLIGHT_LIMIT, Observation, Policy};
 use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
+use crate::limits::{DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
 use crate::scope::Reach;
 use crate::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
 use crate::todo::TodoState;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
-
-/// Windows and audit records a policy detail carries.
-const DETAIL_WINDOWS_MAX: usize = 30;
-const DETAIL_AUDIT_MAX: i64 = 50;
 
 /// How many pending todos a status read counts: all (REQ-7), or only whether there is one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +145,7 @@ impl ModelStore {
             .map(|((_, start), used)| (*start, *used))
             .collect();
         windows.sort_by_key(|(start, _)| std::cmp::Reverse(*start));
-        windows.truncate(DETAIL_WINDOWS_MAX);
+        windows.truncate(DETAIL_WINDOWS_MAX as usize);
         let audit = state.audit_of(identity, DETAIL_AUDIT_MAX);
         Ok(PolicyDetail { admission, windows, audit })
     }

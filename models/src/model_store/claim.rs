@@ -9,10 +9,11 @@
 use super::admission::Pending;
 use super::{ModelStore, State};
 use crate::admission::{self, AdmissionHint, Decision, Headroom, Observation, Policy, Reason};
-use crate::error::{Code, Error, Result};
+use crate::claim::{ClaimNextRounds, Exhausted, deferred_error};
+use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
 use crate::scope::Actor;
-use crate::store::{ClaimNext, Claimed, DeferredQueue};
+use crate::store::{ClaimNext, Claimed};
 use crate::todo::{Todo, TodoState};
 use chrono::{DateTime, Duration, Utc};
 
@@ -56,9 +57,8 @@ impl ModelStore {
     }
 
     /// REQ-4, REQ-7: candidate by candidate, each refused queue excluded; after the first
-    /// refusal the queues an unlocked read shows deferred are excluded too; when nothing is left,
-    /// the excluded queues with pending work form the deferred list, except that queues which
-    /// reopened meanwhile get one more round.
+    /// refusal the queues an unlocked read shows deferred are excluded too (REQ-4's permitted
+    /// pre-skip); when nothing is left, `ClaimNextRounds` gives the answer or one more round.
     fn claim_next_budgeted(
         &self,
         state: &mut State,
@@ -66,12 +66,11 @@ impl ModelStore {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> Result<ClaimNext> {
-        let mut excluded: Vec<QueueIdentity> = Vec::new();
-        let mut pre_read = false;
-        for round in 0..2 {
+        let mut rounds = ClaimNextRounds::new(queues);
+        for _ in 0..ClaimNextRounds::ROUNDS_MAX {
             for _ in 0..=queues.len() {
                 let now = self.clock.now();
-                let Some(candidate) = state.pick_candidate(queues, &excluded, now) else {
+                let Some(candidate) = state.pick_candidate(queues, rounds.excluded(), now) else {
                     break;
                 };
                 match self.admit_and_claim(state, actor, &candidate, lease_seconds)? {
@@ -82,57 +81,23 @@ impl ModelStore {
                     }
                     Admission::Refused { reason, .. } => {
                         self.counters.refused(&candidate.identity.queue, reason);
-                        excluded.push(candidate.identity);
-                        if !pre_read && queues.len() > excluded.len() {
-                            pre_read = true;
-                            self.exclude_deferred(state, queues, &mut excluded);
+                        if rounds.refused(candidate.identity) {
+                            let statuses = self.admissions_of(state, queues, Pending::AnyAtAll);
+                            for (identity, reason) in rounds.exclude_deferred(statuses) {
+                                self.counters.refused(&identity.queue, reason);
+                            }
                         }
                     }
                 }
             }
+            let excluded = rounds.excluded();
             let statuses =
-                if excluded.is_empty() { vec![] } else { self.admissions_of(state, &excluded, Pending::Count) };
-            let reopened: Vec<&QueueIdentity> = statuses
-                .iter()
-                .filter(|q| !q.status.hint.is_deferred() && q.pending > 0)
-                .map(|q| &q.identity)
-                .collect();
-            if round == 0 && !reopened.is_empty() {
-                excluded.retain(|q| !reopened.contains(&q));
-                continue;
+                if excluded.is_empty() { vec![] } else { self.admissions_of(state, excluded, Pending::Count) };
+            if let Exhausted::Answer(answer) = rounds.exhausted(statuses) {
+                return Ok(answer);
             }
-            let deferred = statuses
-                .into_iter()
-                .filter(|q| q.pending > 0)
-                .filter_map(|q| {
-                    let hint = q.status.hint;
-                    hint.reason.map(|reason| DeferredQueue {
-                        identity: q.identity,
-                        reason,
-                        pending: q.pending,
-                        next_eligible_at: hint.next_eligible_at,
-                        exact: hint.exact,
-                    })
-                })
-                .collect();
-            return Ok(ClaimNext::Empty { deferred });
         }
         Ok(ClaimNext::Empty { deferred: vec![] })
-    }
-
-    /// REQ-4's permitted pre-skip: excludes every queue an unlocked read shows deferred; one
-    /// with pending work counts as a refused claim (REQ-9, REQ-12 counters).
-    fn exclude_deferred(&self, state: &State, queues: &[QueueIdentity], excluded: &mut Vec<QueueIdentity>) {
-        for queue in self.admissions_of(state, queues, Pending::AnyAtAll) {
-            if let Some(reason) = queue.status.hint.reason
-                && !excluded.contains(&queue.identity)
-            {
-                if queue.pending > 0 {
-                    self.counters.refused(&queue.identity.queue, reason);
-                }
-                excluded.push(queue.identity);
-            }
-        }
     }
 
     /// `claim` of a named todo (REQ-4, REQ-7): in a deferred queue it fails with `deferred`
@@ -187,23 +152,14 @@ impl ModelStore {
                 Ok(Admission::Refused { reason, hint, now: Some(observed.now) })
             }
             Decision::Admit => {
-                let window = policy.window.as_ref().map(|w| w.window_containing(observed.now));
-                let charge = window.filter(|_| policy.charges()).map(|(start, _)| (policy_id, start));
+                let charged_window = policy.charged_window(observed.now);
+                let charge = charged_window.map(|(start, _)| (policy_id, start));
                 let (todo, used) = state.claim_locked(actor, &candidate.id, observed.now, lease_seconds, charge)?;
                 if let (Some(max), Some(used)) = (policy.max_claims_per_window, used) {
                     assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
                 }
-                Ok(Admission::Claimed(Box::new(Claimed {
-                    todo,
-                    admission: Some(Headroom {
-                        max_in_flight: policy.max_in_flight,
-                        in_flight: observed.in_flight + 1,
-                        max_claims_per_window: policy.max_claims_per_window,
-                        used,
-                        remaining: policy.max_claims_per_window.zip(used).map(|(max, used)| (max - used).max(0)),
-                        window_resets_at: window.filter(|_| policy.charges()).map(|(_, end)| end),
-                    }),
-                })))
+                let headroom = Headroom::after_claim(&policy, observed.in_flight, used, charged_window);
+                Ok(Admission::Claimed(Box::new(Claimed { todo, admission: Some(headroom) })))
             }
         }
     }
@@ -295,19 +251,4 @@ impl State {
         debug_assert!(todo.state == TodoState::Claimed && todo.attempt >= 1);
         Ok((todo, used))
     }
-}
-
-/// The `deferred` error of REQ-7, word for word as `PgStore` builds it.
-fn deferred_error(identity: &QueueIdentity, reason: Reason, hint: AdmissionHint, now: Option<DateTime<Utc>>) -> Error {
-    let retry_after_seconds = hint.next_eligible_at.zip(now).map(|(t, now)| (t - now).num_seconds().max(1));
-    let mut error =
-        Error::new(Code::Deferred, format!("queue {} admits no claim now: {}", identity.queue, reason.as_str()))
-            .with("queue", identity.queue.clone())
-            .with("reason", reason.as_str())
-            .with("next_eligible_at", hint.next_eligible_at.map(|t| t.to_rfc3339()))
-            .with("exact", hint.exact);
-    if let Some(seconds) = retry_after_seconds {
-        error = error.with("retry_after_seconds", seconds);
-    }
-    error
 }

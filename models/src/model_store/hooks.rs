@@ -13,7 +13,7 @@
 use super::push::Target;
 use super::{ModelStore, State, database_error};
 use crate::error::{Code, Error, Result};
-use crate::mutants::{self, Mutant};
+use crate::mutants;
 use crate::presence::Presence;
 use crate::push::{self, HookCall, HookOutcome, NotifyHook};
 use crate::todo::Todo;
@@ -169,8 +169,7 @@ impl ModelStore {
     pub(super) fn take_hook_calls_tx(&self, replica: &str) -> Vec<HookCall> {
         let mut state = self.lock();
         let now = self.clock.now();
-        // Seeded bug (sim catalog): a lease, once taken, is never taken over when it lapses.
-        let lapsed_leases_free = !mutants::active(Mutant::HookLostOnCrash);
+        let lapsed_leases_free = !mutants::hooks::lapsed_hook_leases_stay_taken();
         let state = &mut *state;
         let hooks = &mut state.push.hooks;
         let mut due: Vec<&mut OutboxRow> = state

@@ -14,7 +14,7 @@ use crate::error::{Code, Error, Result};
 use crate::identity::{Owner, QueueIdentity, ScopeRef};
 use crate::scope::HumanScope;
 use crate::store::PolicyActor;
-use crate::todo::{CreatedByKind, TITLE_LENGTH_MAX, Todo, TodoState};
+use crate::todo::{CreatedByKind, Todo, TodoState, validate_title};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -33,16 +33,7 @@ impl ModelStore {
     /// Persists the setting (`conflict` while the environment locks it); never removes work
     /// (intake-capacity.md; no SPEC-0030 requirement).
     pub(super) fn set_queue_capacity_tx(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
-        if let CapacityEnv::Locked(_) = self.intake_env {
-            return Err(Error::new(Code::Conflict, format!("the capacity is locked by {}", capacity::CAPACITY_ENV))
-                .with("state", "locked"));
-        }
-        if !(0..=capacity::CAPACITY_SETTING_MAX).contains(&max_pending) {
-            return Err(Error::invalid(
-                "max_pending_per_queue",
-                format!("max_pending_per_queue must be 0 (unlimited) to {}", capacity::CAPACITY_SETTING_MAX),
-            ));
-        }
+        capacity::check_settable(self.intake_env, max_pending)?;
         {
             let mut state = self.lock();
             // `updated_by_human_id REFERENCES humans`.
@@ -101,10 +92,8 @@ impl ModelStore {
         title: Option<String>,
         payload: Option<Value>,
     ) -> Result<Todo> {
-        if let Some(title) = &title
-            && (title.trim().is_empty() || title.chars().count() > TITLE_LENGTH_MAX)
-        {
-            return Err(Error::invalid("title", format!("title must be 1-{TITLE_LENGTH_MAX} characters")));
+        if let Some(title) = &title {
+            validate_title(title)?;
         }
         let mut state = self.lock();
         let todo = state.todos.get(id).ok_or_else(Error::not_found)?;

@@ -60,11 +60,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// The lease reaper's default tick (`engine::sweeps::REAPER_INTERVAL_DEFAULT`), for REQ-6 hints.
-pub const REAPER_INTERVAL_DEFAULT: Duration = Duration::from_secs(30);
-/// Usage rows are kept this long, then pruned (REQ-1), as `PgStore` does.
-pub const USAGE_RETENTION_DAYS: i64 = 35;
-
 /// The in-memory store. Cheap to clone: clones share the state, the clock and the counters.
 #[derive(Clone)]
 pub struct ModelStore {
@@ -189,7 +184,7 @@ impl ModelStore {
             state: Arc::default(),
             clock,
             counters: Arc::default(),
-            reaper_interval: REAPER_INTERVAL_DEFAULT,
+            reaper_interval: crate::limits::REAPER_INTERVAL_DEFAULT,
             intake_env: CapacityEnv::Unset,
         }
     }

@@ -12,34 +12,15 @@
 use super::{EndpointRow, ModelStore, State, database_error, queue_name_ok};
 use crate::error::{Error, Result};
 use crate::identity::{Owner, QueueIdentity, ScopeRef};
-use crate::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole};
+use crate::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole, check_principal_name, slugify};
 use crate::store::{AgentLookup, NewEndpoint};
 use std::collections::BTreeSet;
-
-/// `slugify` of `PgStore`: lowercase ASCII alphanumerics, runs of anything else as one `-`.
-fn slugify(name: &str) -> String {
-    let mut slug = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
-        } else if !slug.ends_with('-') && !slug.is_empty() {
-            slug.push('-');
-        }
-        if slug.len() >= 40 {
-            break;
-        }
-    }
-    let slug = slug.trim_end_matches('-').to_string();
-    if slug.is_empty() { "x".to_string() } else { slug }
-}
 
 impl ModelStore {
     /// `bootstrap_human`: creates (or finds by name) a human, optionally an instance admin (never
     /// demoted), and registers an API token given by its SHA-256 hex digest.
     pub fn add_human(&self, name: &str, admin: bool, token_hash: &str) -> Result<Human> {
-        if name.trim().is_empty() || name.len() > 200 {
-            return Err(Error::invalid("name", "NAME must be 1-200 characters"));
-        }
+        check_principal_name(name).map_err(|problem| Error::invalid("name", problem))?;
         let mut state = self.lock();
         if state.api_tokens.contains_key(token_hash) {
             return Err(database_error());
@@ -61,9 +42,7 @@ impl ModelStore {
 
     /// `bootstrap_team`: creates (or finds by name) a team and makes `owner` (name or id) its owner.
     pub fn add_team(&self, name: &str, owner: &str) -> Result<Team> {
-        if name.trim().is_empty() || name.len() > 200 {
-            return Err(Error::invalid("name", "NAME must be 1-200 characters"));
-        }
+        check_principal_name(name).map_err(|problem| Error::invalid("name", problem))?;
         let mut state = self.lock();
         let owner_id = state.human_by_ref(owner).map(|h| h.id.clone()).ok_or_else(Error::not_found)?;
         let team = match state.teams.iter().find(|t| t.name == name) {

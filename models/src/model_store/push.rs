@@ -19,7 +19,7 @@ use super::journal::{LoggedRing, WatchRecord};
 use super::{EndpointRow, ModelStore, State};
 use crate::error::{Error, Result};
 use crate::identity::{Owner, QueueIdentity};
-use crate::mutants::{self, Mutant};
+use crate::mutants;
 use crate::presence::{Override, Presence};
 use crate::push::{self, DigestReason, DueReason, PushReport, Ring, RingReason};
 use crate::store::OverrideBy;
@@ -209,8 +209,7 @@ impl ModelStore {
     /// REQ-8: decides the pushes of work that entered pending, in batches as `PgStore` does.
     pub(super) fn dispatch_pushes_tx(&self) -> Result<PushReport> {
         let mut state = self.lock();
-        // Seeded bug (sim catalog): the rows stay, so every later pass rings the work again.
-        let consume = !mutants::active(Mutant::RingPerReplica);
+        let consume = !mutants::hooks::rings_leave_push_due();
         let mut report = PushReport::default();
         loop {
             let (batch, taken) = self.dispatch_batch(&mut state, consume)?;
@@ -248,8 +247,7 @@ impl ModelStore {
                 state.todos.get(&d.todo_id).filter(|t| t.state == TodoState::Pending).map(|t| (t.clone(), d.reason))
             })
             .collect();
-        // Seeded bug (sim catalog): no identity counts as deferred.
-        let deferred = if mutants::active(Mutant::PushWhileDeferred) {
+        let deferred = if mutants::hooks::pushes_ignore_deferral() {
             vec![]
         } else {
             self.deferred_among(state, work.iter().map(|(t, _)| &t.identity))

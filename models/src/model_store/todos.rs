@@ -8,16 +8,13 @@
 //! (a deferred todo keeps its dedup slot).
 
 use super::{ModelStore, State, database_error};
-use crate::error::{Code, Error, Result};
+use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
 use crate::push::DueReason;
 use crate::scope::Actor;
 use crate::store::{TodoQuery, TodoSet};
 use crate::todo::{Created, NewTodo, Todo, TodoState};
 use chrono::{DateTime, Utc};
-
-/// Seconds a refused producer is told to wait before trying again.
-const QUEUE_FULL_RETRY_AFTER_SECONDS: i64 = 5;
 
 impl ModelStore {
     /// Create (base-system §2; intake capacity): a new pending todo, or the live one holding the
@@ -30,15 +27,7 @@ impl ModelStore {
         let now = self.clock.now();
         let created = state.create_in(&new, now, capacity);
         drop(state);
-        match &created {
-            Ok(created) if !created.deduped => {
-                self.counters.created(&created.todo.identity.queue, created.todo.created_by_kind.as_str())
-            }
-            Err(error) if error.code == Code::QueueFull => {
-                self.counters.intake_refused(&new.identity.queue, new.created_by_kind.as_str())
-            }
-            _ => {}
-        }
+        self.counters.create_answered(&new, &created);
         created
     }
 
@@ -121,16 +110,6 @@ impl State {
     fn check_intake(&self, identity: &QueueIdentity, max: i64) -> Result<()> {
         let pending =
             self.todos.values().filter(|t| t.state == TodoState::Pending && &t.identity == identity).count() as i64;
-        if pending >= max {
-            return Err(Error::new(
-                Code::QueueFull,
-                format!("queue {} holds {pending} pending todos, its capacity is {max}", identity.queue),
-            )
-            .with("queue", identity.queue.clone())
-            .with("pending", pending)
-            .with("max", max)
-            .with("retry_after_seconds", QUEUE_FULL_RETRY_AFTER_SECONDS));
-        }
-        Ok(())
+        crate::capacity::check_room(identity, pending, max)
     }
 }

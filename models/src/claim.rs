@@ -1,0 +1,235 @@
+//! The rules of a claim's answer that both stores apply around their own I/O: `claim_next`'s
+//! bookkeeping across refused queues and the deferred list it ends with (SPEC-0030 REQ-4, REQ-7),
+//! and the `deferred` error of a refused `claim` (REQ-7).
+//!
+//! Pure: the stores pick candidates, lock, read and claim; this module only decides what a
+//! refusal means for the next candidate and what the client is told. It must never read a store.
+
+use crate::admission::{AdmissionHint, Reason};
+use crate::error::{Code, Error};
+use crate::identity::QueueIdentity;
+use crate::store::{ClaimNext, DeferredQueue, QueueAdmission};
+use chrono::{DateTime, Utc};
+
+/// `claim_next`'s budgeted path, between candidates: the queues refused so far (excluded from the
+/// next pick), whether the permitted pre-skip has run, and whether the one extra round for
+/// reopened queues has been spent.
+///
+/// A store runs at most `ROUNDS_MAX` rounds of at most `queues.len() + 1` candidates each: every
+/// refusal excludes one more queue, so a round ends when the pick finds nothing, and then
+/// [`ClaimNextRounds::exhausted`] says whether to go round once more or what to answer.
+#[derive(Debug)]
+pub struct ClaimNextRounds {
+    queues_total: usize,
+    excluded: Vec<QueueIdentity>,
+    pre_read: bool,
+    reopened: bool,
+}
+
+/// What `claim_next` does once nothing claimable is left outside the excluded queues.
+#[derive(Debug, PartialEq)]
+pub enum Exhausted {
+    /// A refused queue has reopened since (a window turned): it is no longer excluded; pick again.
+    PickAgain,
+    /// The answer: empty, with the excluded queues that hold pending work as the deferred list.
+    Answer(ClaimNext),
+}
+
+impl ClaimNextRounds {
+    /// One round, then one more if a refused queue reopened meanwhile, so the answer is never
+    /// empty while an admitted queue has claimable work; never a third (the loop is bounded).
+    pub const ROUNDS_MAX: usize = 2;
+
+    pub fn new(queues: &[QueueIdentity]) -> ClaimNextRounds {
+        ClaimNextRounds { queues_total: queues.len(), excluded: Vec::new(), pre_read: false, reopened: false }
+    }
+
+    /// The queues the next pick must skip.
+    pub fn excluded(&self) -> &[QueueIdentity] {
+        &self.excluded
+    }
+
+    /// Records a refused candidate's queue. True when the store should now run the pre-skip (an
+    /// unlocked read of which other queues are deferred, then [`Self::exclude_deferred`]): once,
+    /// after the first refusal, and only while some queue is left to try. An optimisation only:
+    /// every claim is re-checked under the lock.
+    pub fn refused(&mut self, identity: QueueIdentity) -> bool {
+        self.excluded.push(identity);
+        if !self.pre_read && self.queues_total > self.excluded.len() {
+            self.pre_read = true;
+            return true;
+        }
+        false
+    }
+
+    /// The pre-skip (REQ-4): excludes every queue the unlocked read shows deferred. Returns those
+    /// with pending work with their reason: each counts as a refused claim (REQ-12 counters).
+    pub fn exclude_deferred(&mut self, statuses: Vec<QueueAdmission>) -> Vec<(QueueIdentity, Reason)> {
+        let mut refused = Vec::new();
+        for queue in statuses {
+            if let Some(reason) = queue.status.hint.reason
+                && !self.excluded.contains(&queue.identity)
+            {
+                if queue.pending > 0 {
+                    refused.push((queue.identity.clone(), reason));
+                }
+                self.excluded.push(queue.identity);
+            }
+        }
+        refused
+    }
+
+    /// Nothing claimable is left outside the excluded queues; `statuses` are the excluded queues'
+    /// statuses with their pending counts. A queue that has reopened since gets one more round;
+    /// otherwise the excluded queues holding pending work are the deferred list (REQ-7).
+    pub fn exhausted(&mut self, statuses: Vec<QueueAdmission>) -> Exhausted {
+        let reopened: Vec<&QueueIdentity> =
+            statuses.iter().filter(|q| !q.status.hint.is_deferred() && q.pending > 0).map(|q| &q.identity).collect();
+        if !self.reopened && !reopened.is_empty() {
+            self.reopened = true;
+            self.excluded.retain(|q| !reopened.contains(&q));
+            return Exhausted::PickAgain;
+        }
+        let deferred = statuses
+            .into_iter()
+            .filter(|q| q.pending > 0)
+            .filter_map(|q| {
+                let hint = q.status.hint;
+                hint.reason.map(|reason| DeferredQueue {
+                    identity: q.identity,
+                    reason,
+                    pending: q.pending,
+                    next_eligible_at: hint.next_eligible_at,
+                    exact: hint.exact,
+                })
+            })
+            .collect();
+        Exhausted::Answer(ClaimNext::Empty { deferred })
+    }
+}
+
+/// The `deferred` error of REQ-7 for a refused `claim` of a named todo: queue, reason,
+/// next_eligible_at and exact, and `retry_after_seconds` (at least 1) when a next eligible time
+/// and the clock reading it was derived from are both known. Nothing was changed.
+pub fn deferred_error(
+    identity: &QueueIdentity,
+    reason: Reason,
+    hint: AdmissionHint,
+    now: Option<DateTime<Utc>>,
+) -> Error {
+    let retry_after_seconds = hint.next_eligible_at.zip(now).map(|(t, now)| (t - now).num_seconds().max(1));
+    let mut error =
+        Error::new(Code::Deferred, format!("queue {} admits no claim now: {}", identity.queue, reason.as_str()))
+            .with("queue", identity.queue.clone())
+            .with("reason", reason.as_str())
+            .with("next_eligible_at", hint.next_eligible_at.map(|t| t.to_rfc3339()))
+            .with("exact", hint.exact);
+    if let Some(seconds) = retry_after_seconds {
+        error = error.with("retry_after_seconds", seconds);
+    }
+    error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::{PolicyStatus, unavailable_status};
+    use chrono::TimeZone;
+
+    fn queue(name: &str) -> QueueIdentity {
+        QueueIdentity::endpoint("ep_1", name)
+    }
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + seconds, 0).single().unwrap_or_default()
+    }
+
+    fn status_of(identity: QueueIdentity, deferred: bool, pending: i64) -> QueueAdmission {
+        let status = if deferred {
+            unavailable_status()
+        } else {
+            PolicyStatus { status: "admitted", hint: AdmissionHint::ADMITTED, ..unavailable_status() }
+        };
+        QueueAdmission {
+            identity,
+            policy_id: "ap_1".into(),
+            policy: None,
+            status,
+            pending,
+            created_at: at(0),
+            updated_at: at(0),
+        }
+    }
+
+    // SPEC-0030 REQ-4: the pre-skip runs once, after the first refusal, while a queue is left.
+    #[test]
+    fn req4_the_pre_skip_runs_once_after_the_first_refusal() {
+        let queues = [queue("a"), queue("b"), queue("c")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        assert!(rounds.refused(queue("a")));
+        assert!(!rounds.refused(queue("b")));
+        assert_eq!(rounds.excluded(), &[queue("a"), queue("b")]);
+
+        let mut single = ClaimNextRounds::new(&queues[..1]);
+        assert!(!single.refused(queue("a")), "no queue is left to skip");
+    }
+
+    // SPEC-0030 REQ-4, REQ-12: queues the unlocked read shows deferred are excluded; those with
+    // pending work count as refusals; an already excluded queue is not counted twice.
+    #[test]
+    fn req4_the_pre_skip_excludes_deferred_queues_and_counts_those_with_work() {
+        let queues = [queue("a"), queue("b"), queue("c"), queue("d")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        rounds.refused(queue("a"));
+        let refused = rounds.exclude_deferred(vec![
+            status_of(queue("a"), true, 3),
+            status_of(queue("b"), true, 2),
+            status_of(queue("c"), true, 0),
+            status_of(queue("d"), false, 5),
+        ]);
+        assert_eq!(refused, vec![(queue("b"), Reason::AdmissionUnavailable)]);
+        assert_eq!(rounds.excluded(), &[queue("a"), queue("b"), queue("c")]);
+    }
+
+    // SPEC-0030 REQ-7: a queue that reopened gets one more round, never two; then the deferred
+    // list holds the excluded queues with pending work.
+    #[test]
+    fn req7_a_reopened_queue_gets_one_more_round_then_the_deferred_list() {
+        let queues = [queue("a"), queue("b")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        rounds.refused(queue("a"));
+        rounds.exclude_deferred(vec![status_of(queue("b"), true, 1)]);
+        let reopened = vec![status_of(queue("a"), false, 1), status_of(queue("b"), true, 1)];
+        assert_eq!(rounds.exhausted(reopened.clone()), Exhausted::PickAgain);
+        assert_eq!(rounds.excluded(), &[queue("b")]);
+
+        let Exhausted::Answer(ClaimNext::Empty { deferred }) = rounds.exhausted(reopened) else {
+            panic!("the second exhaustion answers");
+        };
+        let listed: Vec<&QueueIdentity> = deferred.iter().map(|d| &d.identity).collect();
+        assert_eq!(listed, vec![&queue("b")]);
+        assert_eq!(deferred[0].reason, Reason::AdmissionUnavailable);
+    }
+
+    // SPEC-0030 REQ-7: the `deferred` error's fields, and retry_after_seconds at least 1.
+    #[test]
+    fn req7_the_deferred_error_names_queue_reason_and_when() {
+        let hint = AdmissionHint {
+            state: "deferred",
+            reason: Some(Reason::WindowExhausted),
+            next_eligible_at: Some(at(90)),
+            exact: Some(true),
+        };
+        let error = deferred_error(&queue("a"), Reason::WindowExhausted, hint, Some(at(0)));
+        assert_eq!(error.code, Code::Deferred);
+        assert_eq!(error.message, "queue a admits no claim now: window_exhausted");
+        assert_eq!(error.extras["retry_after_seconds"], 90);
+        assert_eq!(error.extras["exact"], true);
+        assert_eq!(error.extras["reason"], "window_exhausted");
+
+        let soon = deferred_error(&queue("a"), Reason::WindowExhausted, hint, Some(at(90)));
+        assert_eq!(soon.extras["retry_after_seconds"], 1);
+        let unknown = deferred_error(&queue("a"), Reason::AdmissionUnavailable, unavailable_status().hint, None);
+        assert!(!unknown.extras.contains_key("retry_after_seconds"));
+    }
+}
