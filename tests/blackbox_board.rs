@@ -9,263 +9,22 @@
 mod board_support;
 mod support;
 
+use board_support::world::{
+    Ep, LA, Web, World, claim_next, daily, fill, focused, next_midnight, press, read_card, select_all,
+};
 use board_support::{BROWSER_TZ, BROWSER_WAIT, Browser, Driver, Js};
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::Utc;
 use chrono_tz::Tz;
 use fantoccini::Locator;
-use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::key::Key;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-use support::{Client, Server, add_human, data_dir};
+use support::Client;
 
-const LA: Tz = chrono_tz::America::Los_Angeles;
-/// Long enough that no claim made by a test expires while it runs.
-const LEASE: i64 = 3600;
-
-/// One database, one or more `switchboard serve` processes on it, and an owner with a token.
-struct World {
-    db: engine::testing::TestDatabase,
-    servers: Vec<(Server, tempfile::TempDir)>,
-    /// The operator API on server 0, for the owner's setup and checks.
-    api: Client,
-    owner: String,
-}
-
-/// A vended endpoint: id (what board paths use), slug, `sbk_` key and scope string.
-#[derive(Clone)]
-struct Ep {
-    id: String,
-    slug: String,
-    key: String,
-    scope: String,
-}
-
-impl World {
-    async fn start(replicas: usize) -> World {
-        let db = engine::testing::empty_database().await;
-        let mut servers = Vec::new();
-        for _ in 0..replicas {
-            let dir = data_dir();
-            let server = Server::start(&["--database-url", &db.url], &[], dir.path());
-            servers.push((server, dir));
-        }
-        let api = Client::new(&servers[0].0.base);
-        let owner = add_human("owner", &["--database-url", &db.url]).1;
-        World { db, servers, api, owner }
-    }
-
-    fn base(&self, replica: usize) -> &str {
-        &self.servers[replica].0.base
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base(0))
-    }
-
-    /// Another human; returns their token.
-    fn human(&self, name: &str) -> String {
-        add_human(name, &["--database-url", &self.db.url]).1
-    }
-
-    async fn vend(&self, token: &str, name: &str, queues: &[&str]) -> Ep {
-        let endpoint = self.api.vend(token, json!({"name": name, "queues": queues})).await;
-        let slug = endpoint["slug"].as_str().expect("slug").to_string();
-        Ep {
-            id: endpoint["id"].as_str().expect("id").to_string(),
-            scope: format!("endpoint:{slug}"),
-            slug,
-            key: endpoint["token"].as_str().expect("token").to_string(),
-        }
-    }
-
-    async fn create(&self, token: &str, ep: &Ep, queue: &str, title: &str) -> String {
-        let body = json!({"scope": ep.scope, "queue": queue, "title": title});
-        let (status, answer) = self.api.post("/api/v1/todos", token, body).await;
-        assert_eq!(status, 201, "create {title}: {answer}");
-        answer["todo"]["id"].as_str().expect("todo id").to_string()
-    }
-
-    /// Creates `count` todos titled `{prefix} {n}` (n from 1), a few at a time.
-    async fn create_many(&self, token: &str, ep: &Ep, queue: &str, prefix: &str, count: usize) -> Vec<String> {
-        let mut ids = Vec::new();
-        let titles: Vec<String> = (1..=count).map(|n| format!("{prefix} {n:03}")).collect();
-        for chunk in titles.chunks(10) {
-            let made = futures::future::join_all(chunk.iter().map(|t| self.create(token, ep, queue, t))).await;
-            ids.extend(made);
-        }
-        ids
-    }
-
-    async fn policy(&self, token: &str, ep: &Ep, queue: &str, policy: Value) {
-        let (status, body) = self.api.put_admission_policy(token, &ep.scope, queue, policy).await;
-        assert_eq!(status, 200, "{body}");
-    }
-
-    /// `GET /api/v1/admission/{scope}/{queue}`: (status, body).
-    async fn admission(&self, token: &str, ep: &Ep, queue: &str) -> (u16, Value) {
-        self.api.get(&format!("/api/v1/admission/{}/{queue}", ep.scope), token).await
-    }
-
-    async fn todo_state(&self, token: &str, id: &str) -> String {
-        let (status, body) = self.api.get(&format!("/api/v1/todos/{id}"), token).await;
-        assert_eq!(status, 200, "GET todo {id}: {body}");
-        body["todo"]["state"].as_str().expect("state").to_string()
-    }
-
-    async fn pending(&self, token: &str, ep: &Ep, queue: &str) -> BTreeSet<String> {
-        let path = format!("/api/v1/todos?scope={}&queue={queue}&state=pending&limit=200", ep.scope);
-        let (status, body) = self.api.get(&path, token).await;
-        assert_eq!(status, 200, "list pending: {body}");
-        body["todos"].as_array().expect("todos").iter().map(|t| t["id"].as_str().expect("id").to_string()).collect()
-    }
-
-    /// A browser session on `driver`, signed in as the owner on server `replica`.
-    async fn owner_browser(&self, driver: &Driver, js: Js, replica: usize) -> Browser {
-        let browser = driver.session(js).await;
-        browser.sign_in(self.base(replica), &self.db.url, "owner").await;
-        browser
-    }
-}
-
-/// `claim_next` over MCP on `api`'s server; the claimed todo's id (None when nothing admitted).
-async fn claim_next(api: &Client, ep: &Ep) -> Option<String> {
-    let (is_error, answer) = api.tool(&ep.slug, &ep.key, "claim_next", json!({"lease_ttl_seconds": LEASE})).await;
-    assert!(!is_error, "claim_next: {answer}");
-    answer["todo"]["id"].as_str().map(str::to_string)
-}
-
-fn daily(max: i64, tz: &str) -> Value {
-    json!({"max_in_flight": null, "max_claims_per_window": max, "window": {"period": "day", "tz": tz, "start": "00:00"}})
-}
-
-/// The start of the next day in `zone` after `now` (when a day window that starts at 00:00 resets).
-fn next_midnight(zone: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
-    let tomorrow = now.with_timezone(&zone).date_naive().succ_opt().expect("tomorrow");
-    zone.from_local_datetime(&tomorrow.and_hms_opt(0, 0, 0).expect("midnight"))
-        .earliest()
-        .expect("local midnight exists")
-        .with_timezone(&Utc)
-}
-
-/// The board as a browser would send it, but from a plain HTTP client carrying a session
-/// cookie: exact statuses and bytes, no redirects followed.
-struct Web {
-    http: reqwest::Client,
-    base: String,
-    cookie: String,
-}
-
-/// Status, `Location` and body of one answer.
-#[derive(Debug)]
-struct Page {
-    status: u16,
-    location: Option<String>,
-    body: String,
-}
-
-impl Web {
-    fn new(base: &str, cookie: &str) -> Web {
-        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
-        Web { http, base: base.to_string(), cookie: cookie.to_string() }
-    }
-
-    async fn answer(request: reqwest::RequestBuilder) -> Page {
-        let response = request.send().await.expect("HTTP request");
-        let status = response.status().as_u16();
-        let location = response.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
-        Page { status, location, body: response.text().await.expect("body") }
-    }
-
-    async fn get(&self, path: &str) -> Page {
-        let request =
-            self.http.get(format!("{}{path}", self.base)).header("cookie", format!("sb_session={}", self.cookie));
-        Web::answer(request).await
-    }
-
-    /// A form POST with an urlencoded body written by the caller.
-    async fn post(&self, path: &str, form: &str) -> Page {
-        let request = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("cookie", format!("sb_session={}", self.cookie))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form.to_string());
-        Web::answer(request).await
-    }
-}
-
-/// What a board card shows, read from the DOM in one go: `{header, local, pending: [{title,
-/// chip}], claimed}` for the card titled `title` (null when there is none).
-async fn read_card(browser: &Browser, title: &str) -> Value {
-    browser
-        .execute(
-            r#"
-            const card = [...document.querySelectorAll('section.card')]
-                .find(c => c.querySelector('h2').textContent.trim() === arguments[0]);
-            if (!card) return null;
-            const lanes = card.querySelectorAll('.lanes > .lane');
-            const time = card.querySelector('.live-header time.local');
-            return {
-                header: card.querySelector('.live-header').textContent.replace(/\s+/g, ' ').trim(),
-                local: time ? time.textContent : null,
-                pending: [...lanes[0].querySelectorAll('li.todo')].map(li => ({
-                    title: li.querySelector('a').textContent.trim(),
-                    chip: li.querySelector('.chip') ? li.querySelector('.chip').textContent : null,
-                })),
-                pending_heading: lanes[0].querySelector('h3').textContent,
-                claimed_heading: lanes[1].querySelector('h3').textContent,
-            };
-            "#,
-            vec![json!(title)],
-        )
-        .await
-}
-
-/// Presses keys on whatever has focus (real key events; no element is clicked or targeted).
-async fn press(browser: &Browser, keys: &[char]) {
-    let mut actions = KeyActions::new("keyboard".into());
-    for &key in keys {
-        actions = actions.then(KeyAction::Down { value: key }).then(KeyAction::Up { value: key });
-    }
-    browser.client.perform_actions(actions).await.expect("key presses");
-}
-
-/// Ctrl+A: select all of the focused field.
-async fn select_all(browser: &Browser) {
-    let control = char::from(Key::Control);
-    let actions = KeyActions::new("keyboard".into())
-        .then(KeyAction::Down { value: control })
-        .then(KeyAction::Down { value: 'a' })
-        .then(KeyAction::Up { value: 'a' })
-        .then(KeyAction::Up { value: control });
-    browser.client.perform_actions(actions).await.expect("ctrl+a");
-}
-
-/// `{id, tag, text}` of the focused element.
-async fn focused(browser: &Browser) -> Value {
-    browser
-        .execute(
-            "const e = document.activeElement; \
-             return e ? {id: e.id, tag: e.tagName, text: e.textContent.trim()} : null;",
-            vec![],
-        )
-        .await
-}
-
-/// Sets a text field's value the way a user does (clear, type).
-async fn fill(browser: &Browser, id: &str, value: &str) {
-    let field = browser.client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("find #{id}: {e}"));
-    field.clear().await.expect("clear field");
-    field.send_keys(value).await.expect("type into field");
-}
-
-// SPEC-0030 REQ-11: the header says why work waits (used of limit, reset time in the policy's
-// zone and the viewer's), and every waiting todo carries the deferred chip.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req11_the_owner_sees_why_work_waits_used_of_limit_reset_times_and_deferred_chips() {
-    let world = World::start(1).await;
+/// A day budget of 100 on `research / investigations`, spent with real claims the way agents
+/// do, and 12 more todos that wait; returns the endpoint and the waiting todos' ids.
+async fn spend_a_day_of_research(world: &World) -> (Ep, Vec<String>) {
     let ep = world.vend(&world.owner, "research", &["investigations"]).await;
     world.policy(&world.owner, &ep, "investigations", daily(100, "America/Los_Angeles")).await;
     world.create_many(&world.owner, &ep, "investigations", "spent", 100).await;
@@ -279,22 +38,70 @@ async fn req11_the_owner_sees_why_work_waits_used_of_limit_reset_times_and_defer
     let (status, detail) = world.admission(&world.owner, &ep, "investigations").await;
     assert_eq!(status, 200, "{detail}");
     assert_eq!(detail["usage"]["used"], 100, "{detail}");
+    (ep, waiting)
+}
 
-    let driver = Driver::start().await;
-    let browser = world.owner_browser(&driver, Js::On, 0).await;
-    let before = next_midnight(LA, Utc::now());
-    browser.goto(&world.url("/board")).await;
+/// The `research / investigations` card, read from the board page.
+async fn localised_research_card(browser: &Browser) -> Value {
     // The script localises `<time class="local">`; wait until it has.
     let deadline = Instant::now() + BROWSER_WAIT;
-    let card = loop {
-        let card = read_card(&browser, "research / investigations").await;
+    loop {
+        let card = read_card(browser, "research / investigations").await;
         assert!(!card.is_null(), "no card for research / investigations");
         if card["local"].as_str().is_some_and(|t| !t.contains("UTC")) {
             break card;
         }
         assert!(Instant::now() < deadline, "the reset time was never shown in the viewer's zone: {card}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
+}
+
+/// The queue page: every waiting todo's row says why it waits.
+async fn assert_the_queue_page_says_why_each_todo_waits(
+    browser: &Browser,
+    ep: &Ep,
+    waiting: &[String],
+    chips: &[String],
+) {
+    browser
+        .client
+        .find(Locator::LinkText("research / investigations"))
+        .await
+        .expect("card title link")
+        .click()
+        .await
+        .expect("open queue");
+    browser.wait_for_path(&format!("/queues/endpoint:{}/investigations", ep.id)).await;
+    let rows = browser
+        .execute(
+            "return [...document.querySelectorAll('table.todos-table tbody tr')].map(r => \
+             ({title: r.cells[0].textContent.trim(), state: r.cells[1].textContent.trim(), \
+               chip: r.cells[2].textContent.trim()}));",
+            vec![],
+        )
+        .await;
+    let rows = rows.as_array().expect("rows");
+    let waiting_rows: Vec<&Value> = rows.iter().filter(|r| r["state"] == "pending").collect();
+    assert_eq!(waiting_rows.len(), waiting.len(), "{rows:?}");
+    for row in &waiting_rows {
+        assert!(chips.iter().any(|c| row["chip"] == c.as_str()), "row without the deferred chip: {row}");
+    }
+    assert!(rows.iter().filter(|r| r["state"] == "claimed").all(|r| r["chip"] == ""), "a claimed row has a chip");
+    let queue_header = browser.text(".live-header").await;
+    assert!(queue_header.contains("100 of 100 used"), "{queue_header}");
+    browser.screenshot("deferred-queue").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_the_owner_sees_why_work_waits_used_of_limit_reset_times_and_deferred_chips() {
+    let world = World::start(1).await;
+    let (ep, waiting) = spend_a_day_of_research(&world).await;
+
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    let before = next_midnight(LA, Utc::now());
+    browser.goto(&world.url("/board")).await;
+    let card = localised_research_card(&browser).await;
     let after = next_midnight(LA, Utc::now());
     let header = card["header"].as_str().expect("header text");
     assert!(header.contains("status: exhausted"), "{header}");
@@ -338,34 +145,7 @@ async fn req11_the_owner_sees_why_work_waits_used_of_limit_reset_times_and_defer
     }
     browser.screenshot("board").await;
 
-    // The queue page: every waiting todo's row says why it waits.
-    browser
-        .client
-        .find(Locator::LinkText("research / investigations"))
-        .await
-        .expect("card title link")
-        .click()
-        .await
-        .expect("open queue");
-    browser.wait_for_path(&format!("/queues/endpoint:{}/investigations", ep.id)).await;
-    let rows = browser
-        .execute(
-            "return [...document.querySelectorAll('table.todos-table tbody tr')].map(r => \
-             ({title: r.cells[0].textContent.trim(), state: r.cells[1].textContent.trim(), \
-               chip: r.cells[2].textContent.trim()}));",
-            vec![],
-        )
-        .await;
-    let rows = rows.as_array().expect("rows");
-    let waiting_rows: Vec<&Value> = rows.iter().filter(|r| r["state"] == "pending").collect();
-    assert_eq!(waiting_rows.len(), waiting.len(), "{rows:?}");
-    for row in &waiting_rows {
-        assert!(chips.iter().any(|c| row["chip"] == c.as_str()), "row without the deferred chip: {row}");
-    }
-    assert!(rows.iter().filter(|r| r["state"] == "claimed").all(|r| r["chip"] == ""), "a claimed row has a chip");
-    let queue_header = browser.text(".live-header").await;
-    assert!(queue_header.contains("100 of 100 used"), "{queue_header}");
-    browser.screenshot("deferred-queue").await;
+    assert_the_queue_page_says_why_each_todo_waits(&browser, &ep, &waiting, &chips).await;
     browser.close().await;
 }
 
@@ -408,6 +188,18 @@ async fn req11_a_claim_on_another_replica_updates_the_open_boards_header_without
     browser.close().await;
 }
 
+/// Clicks the policy editor's submit button.
+async fn save_the_policy_form(browser: &Browser) {
+    browser
+        .client
+        .find(Locator::Css("form.stacked button[type=submit]"))
+        .await
+        .expect("save")
+        .click()
+        .await
+        .expect("save");
+}
+
 // SPEC-0030 REQ-11 (Accessibility Requirements): the policy editor works with JavaScript off,
 // saves what the API then shows, and puts a refused zone's error next to the zone field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -425,14 +217,7 @@ async fn req11_the_policy_editor_saves_without_javascript_and_shows_a_bad_zone_n
     fill(&browser, "tz", "America/Los_Angeles").await;
     fill(&browser, "start", "06:30").await;
     fill(&browser, "max_in_flight", "3").await;
-    browser
-        .client
-        .find(Locator::Css("form.stacked button[type=submit]"))
-        .await
-        .expect("save")
-        .click()
-        .await
-        .expect("save");
+    save_the_policy_form(&browser).await;
     browser.wait_for_path(&queue_path).await;
 
     let (status, detail) = world.admission(&world.owner, &ep, "triage").await;
@@ -453,14 +238,7 @@ async fn req11_the_policy_editor_saves_without_javascript_and_shows_a_bad_zone_n
     browser.goto(&world.url(&budget_path)).await;
     fill(&browser, "max_claims_per_window", "30").await;
     fill(&browser, "tz", "Mars/Olympus_Mons").await;
-    browser
-        .client
-        .find(Locator::Css("form.stacked button[type=submit]"))
-        .await
-        .expect("save")
-        .click()
-        .await
-        .expect("save");
+    save_the_policy_form(&browser).await;
     browser.wait_for_path(&budget_path).await;
     let shown = browser
         .execute(

@@ -128,6 +128,80 @@ async fn fixture() -> Fixture {
     }
 }
 
+/// The scan's findings: the violations of every page, and how many pages the owner's scan saw.
+struct Scan<'a> {
+    axe: &'a str,
+    server: &'a Server,
+    failures: Vec<String>,
+    scanned: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn new(axe: &'a str, server: &'a Server) -> Scan<'a> {
+        Scan { axe, server, failures: Vec::new(), scanned: 0 }
+    }
+
+    /// Opens `path` and scans it, counted.
+    async fn page(&mut self, browser: &Browser, name: &str, path: &str) {
+        browser.goto(&self.server.url(path)).await;
+        self.check(browser, name, format!("{name} ({path})")).await;
+        self.scanned += 1;
+    }
+
+    /// Scans what the browser shows now (not counted) and keeps a screenshot `a11y-{name}`.
+    async fn check(&mut self, browser: &Browser, name: &str, label: String) {
+        let found = violations(browser, self.axe).await;
+        browser.screenshot(&format!("a11y-{name}")).await;
+        if !found.is_empty() {
+            self.failures.push(format!("{label}:\n  {}", found.join("\n  ")));
+        }
+    }
+}
+
+/// The claimed todo's lease counts down (issue #12: "lease countdown").
+async fn assert_the_lease_counts_down(browser: &Browser, world: &Fixture) {
+    browser.goto(&world.server.url(&format!("/todos/{}", world.claimed_id))).await;
+    let countdown = browser.text(".countdown").await;
+    let counting = countdown
+        .strip_prefix("(in ")
+        .and_then(|rest| rest.strip_suffix(" s)"))
+        .is_some_and(|rest| rest.split(" min ").all(|n| n.parse::<u32>().is_ok()) && rest.split(" min ").count() <= 2);
+    assert!(counting, "the lease countdown reads {countdown:?}");
+}
+
+/// The policy editor showing a field error: submit an unknown zone through the form.
+async fn show_the_editor_with_a_field_error(browser: &Browser, world: &Fixture, budget_path: &str) {
+    browser.goto(&world.server.url(budget_path)).await;
+    browser
+        .execute(
+            "const tz = document.getElementById('tz');\
+             tz.value = 'Mars/Olympus_Mons'; tz.form.submit(); return true;",
+            vec![],
+        )
+        .await;
+    browser.wait_for_path(budget_path).await;
+    let error_shown = browser.execute("return document.body.innerText.includes('Mars/Olympus_Mons');", vec![]).await;
+    assert_eq!(error_shown, json!(true), "the editor should echo the refused zone next to its field");
+}
+
+/// The scan itself must see violations: an image without text and a button without a name,
+/// added to a page, are reported, so a silent scan means a clean page, not a dead scan.
+async fn assert_the_scan_sees_a_planted_violation(browser: &Browser, world: &Fixture, axe: &str) {
+    browser.goto(&world.server.url("/")).await;
+    browser
+        .execute(
+            "const img = document.createElement('img'); img.src = '/assets/board.css';\
+             const button = document.createElement('button');\
+             document.getElementById('main').append(img, button); return true;",
+            vec![],
+        )
+        .await;
+    let canary = violations(browser, axe).await;
+    for rule in ["image-alt", "button-name"] {
+        assert!(canary.iter().any(|line| line.starts_with(rule)), "axe missed {rule}: {canary:?}");
+    }
+}
+
 // SPEC-0030 REQ-11 (Accessibility: WCAG 2.1 AA across every page)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
@@ -135,24 +209,13 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     let world = fixture().await;
     let driver = Driver::start().await;
     let browser = driver.session(Js::On).await;
-    let url = |path: &str| world.server.url(path);
-    let mut failures = Vec::new();
-    let mut scanned = 0;
-    let mut scan = async |browser: &Browser, name: &str, path: &str| {
-        browser.goto(&url(path)).await;
-        let found = violations(browser, &axe).await;
-        browser.screenshot(&format!("a11y-{name}")).await;
-        scanned += 1;
-        if !found.is_empty() {
-            failures.push(format!("{name} ({path}):\n  {}", found.join("\n  ")));
-        }
-    };
+    let mut scan = Scan::new(&axe, &world.server);
 
     // Signed out: the sign-in form, with and without its error, and a login link's page.
-    scan(&browser, "login", "/login").await;
+    scan.page(&browser, "login", "/login").await;
     let link = login_link(&world.server.base, &world.db_url, "ada");
     let link_path = link.strip_prefix(&world.server.base).expect("link on this server").to_string();
-    scan(&browser, "login-link", &link_path).await;
+    scan.page(&browser, "login-link", &link_path).await;
     browser.sign_in(&world.server.base, &world.db_url, "ada").await;
 
     let queue = |queue: &str, rest: &str| format!("/queues/{}/{queue}{rest}", world.scope);
@@ -171,69 +234,26 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
         ("not-found", queue("nowhere", "")),
     ];
     for (name, path) in &pages {
-        scan(&browser, name, path).await;
+        scan.page(&browser, name, path).await;
     }
 
-    // The claimed todo's lease counts down (issue #12: "lease countdown").
-    browser.goto(&url(&format!("/todos/{}", world.claimed_id))).await;
-    let countdown = browser.text(".countdown").await;
-    let counting = countdown
-        .strip_prefix("(in ")
-        .and_then(|rest| rest.strip_suffix(" s)"))
-        .is_some_and(|rest| rest.split(" min ").all(|n| n.parse::<u32>().is_ok()) && rest.split(" min ").count() <= 2);
-    assert!(counting, "the lease countdown reads {countdown:?}");
-
-    // The policy editor showing a field error: submit an unknown zone through the form.
-    browser.goto(&url(&queue("metered", "/budget"))).await;
-    browser
-        .execute(
-            "const tz = document.getElementById('tz');\
-             tz.value = 'Mars/Olympus_Mons'; tz.form.submit(); return true;",
-            vec![],
-        )
-        .await;
-    browser.wait_for_path(&queue("metered", "/budget")).await;
-    let error_shown = browser.execute("return document.body.innerText.includes('Mars/Olympus_Mons');", vec![]).await;
-    assert_eq!(error_shown, json!(true), "the editor should echo the refused zone next to its field");
-    let found = violations(&browser, &axe).await;
-    browser.screenshot("a11y-policy-editor-error").await;
-    scanned += 1;
-    if !found.is_empty() {
-        failures.push(format!("policy-editor-error:\n  {}", found.join("\n  ")));
-    }
+    assert_the_lease_counts_down(&browser, &world).await;
+    show_the_editor_with_a_field_error(&browser, &world, &queue("metered", "/budget")).await;
+    scan.check(&browser, "policy-editor-error", "policy-editor-error".to_string()).await;
+    scan.scanned += 1;
     browser.close().await;
 
     // A human who may read but not change the capacity setting sees another form of the page.
     let member = driver.session(Js::On).await;
     member.sign_in(&world.server.base, &world.db_url, "max").await;
-    let mut scan_member = async |name: &str, path: &str| {
-        member.goto(&url(path)).await;
-        let found = violations(&member, &axe).await;
-        member.screenshot(&format!("a11y-{name}")).await;
-        if !found.is_empty() {
-            failures.push(format!("{name} ({path}):\n  {}", found.join("\n  ")));
-        }
-    };
-    scan_member("board-empty", "/").await;
-    scan_member("capacity-member", "/settings/capacity").await;
-
-    // The scan itself must see violations: an image without text and a button without a name,
-    // added to a page, are reported, so a silent scan above means a clean page, not a dead scan.
-    member.goto(&url("/")).await;
-    member
-        .execute(
-            "const img = document.createElement('img'); img.src = '/assets/board.css';\
-             const button = document.createElement('button');\
-             document.getElementById('main').append(img, button); return true;",
-            vec![],
-        )
-        .await;
-    let canary = violations(&member, &axe).await;
-    for rule in ["image-alt", "button-name"] {
-        assert!(canary.iter().any(|line| line.starts_with(rule)), "axe missed {rule}: {canary:?}");
+    for (name, path) in [("board-empty", "/"), ("capacity-member", "/settings/capacity")] {
+        member.goto(&world.server.url(path)).await;
+        scan.check(&member, name, format!("{name} ({path})")).await;
     }
+    assert_the_scan_sees_a_planted_violation(&member, &world, &axe).await;
     member.close().await;
 
+    let Scan { scanned, failures, .. } = scan;
     assert!(scanned >= pages.len() + 3, "scanned only {scanned} pages");
     assert!(failures.is_empty(), "axe-core found WCAG 2.1 AA violations:\n{}", failures.join("\n"));
     let shots: Vec<PathBuf> = std::fs::read_dir(screenshot_dir())

@@ -257,6 +257,55 @@ async fn req11_cli_todo_list_shows_why_pending_work_waits() {
     assert!(stderr.starts_with("not_found: "), "{stderr}");
 }
 
+/// The capacity: readable by anyone signed in, set by an instance admin only, locked by a
+/// server's environment.
+fn assert_the_queue_capacity_cli(world: &World) {
+    let stdout = world.ok(&["system", "queue-capacity", "show"]);
+    let row = stdout.lines().find(|line| line.contains("default")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
+    assert!(row.starts_with("not set") && row.contains("unlimited (0)") && row.ends_with("no"), "{row}");
+    assert!(stdout.contains("never removes waiting todos"), "{stdout}");
+
+    let (_, root_token) = add_human("root", &["--admin", "--database-url", &world.database_url]);
+    let stdout = world.cli_ok_as(&root_token, &["system", "queue-capacity", "set", "5"]);
+    assert!(stdout.starts_with("queue capacity set to 5"), "{stdout}");
+    let row = stdout.lines().find(|line| line.contains("setting")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
+    assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["5", "5", "setting", "no"], "{stdout}");
+    let shown = world.ok_json(&["system", "queue-capacity", "show", "--json"]);
+    assert_eq!(
+        shown,
+        json!({"setting": {"max_pending_per_queue": 5},
+               "effective": {"max_pending_per_queue": 5, "source": "setting", "locked": false}})
+    );
+
+    let (code, stdout, stderr) = world.cli(&["system", "queue-capacity", "set", "6"]);
+    assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
+    assert!(stderr.starts_with("forbidden: "), "{stderr}");
+    let (code, _, stderr) = world.cli_as(&root_token, &["system", "queue-capacity", "set", "-1"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.starts_with("invalid_argument: "), "{stderr}");
+    let (code, _, stderr) = world.cli_as(&root_token, &["system", "queue-capacity", "set", "ten"]);
+    assert_eq!(code, 2, "{stderr}");
+
+    // A second server on the same database whose environment locks the capacity: show names the
+    // variable, and set is refused as a conflict.
+    let dir = data_dir();
+    let locked =
+        Server::start(&["--database-url", &world.database_url], &[("SWITCHBOARD_QUEUE_MAX_PENDING", "20")], dir.path());
+    let env = [("SWITCHBOARD_URL", locked.base.as_str()), ("SWITCHBOARD_TOKEN", root_token.as_str())];
+    let (code, stdout, stderr) = run(&["system", "queue-capacity", "show"], &env);
+    assert_eq!(code, 0, "{stderr}");
+    let row = stdout.lines().find(|line| line.contains("environment")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["5", "20", "environment", "yes,", "by", "SWITCHBOARD_QUEUE_MAX_PENDING"],
+        "{stdout}"
+    );
+    assert!(stdout.contains("Locked by SWITCHBOARD_QUEUE_MAX_PENDING"), "{stdout}");
+    let (code, _, stderr) = run(&["system", "queue-capacity", "set", "7"], &env);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.starts_with("conflict: "), "{stderr}");
+}
+
 // Intake ADR (intake-capacity.md): owner cancellation and the intake capacity from the CLI;
 // contract §1 exit statuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,49 +354,5 @@ async fn intake_cli_clears_removes_and_sets_the_queue_capacity() {
     assert_eq!(pending(&world), 0);
     assert_eq!(world.ok_json(&["queue", "clear", &scope, "inbox", "--yes", "--json"]), json!({"removed": 0}));
 
-    // The capacity: readable by anyone signed in, set by an instance admin only.
-    let stdout = world.ok(&["system", "queue-capacity", "show"]);
-    let row = stdout.lines().find(|line| line.contains("default")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
-    assert!(row.starts_with("not set") && row.contains("unlimited (0)") && row.ends_with("no"), "{row}");
-    assert!(stdout.contains("never removes waiting todos"), "{stdout}");
-
-    let (_, root_token) = add_human("root", &["--admin", "--database-url", &world.database_url]);
-    let stdout = world.cli_ok_as(&root_token, &["system", "queue-capacity", "set", "5"]);
-    assert!(stdout.starts_with("queue capacity set to 5"), "{stdout}");
-    let row = stdout.lines().find(|line| line.contains("setting")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
-    assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["5", "5", "setting", "no"], "{stdout}");
-    let shown = world.ok_json(&["system", "queue-capacity", "show", "--json"]);
-    assert_eq!(
-        shown,
-        json!({"setting": {"max_pending_per_queue": 5},
-               "effective": {"max_pending_per_queue": 5, "source": "setting", "locked": false}})
-    );
-
-    let (code, stdout, stderr) = world.cli(&["system", "queue-capacity", "set", "6"]);
-    assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
-    assert!(stderr.starts_with("forbidden: "), "{stderr}");
-    let (code, _, stderr) = world.cli_as(&root_token, &["system", "queue-capacity", "set", "-1"]);
-    assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.starts_with("invalid_argument: "), "{stderr}");
-    let (code, _, stderr) = world.cli_as(&root_token, &["system", "queue-capacity", "set", "ten"]);
-    assert_eq!(code, 2, "{stderr}");
-
-    // A second server on the same database whose environment locks the capacity: show names the
-    // variable, and set is refused as a conflict.
-    let dir = data_dir();
-    let locked =
-        Server::start(&["--database-url", &world.database_url], &[("SWITCHBOARD_QUEUE_MAX_PENDING", "20")], dir.path());
-    let env = [("SWITCHBOARD_URL", locked.base.as_str()), ("SWITCHBOARD_TOKEN", root_token.as_str())];
-    let (code, stdout, stderr) = run(&["system", "queue-capacity", "show"], &env);
-    assert_eq!(code, 0, "{stderr}");
-    let row = stdout.lines().find(|line| line.contains("environment")).unwrap_or_else(|| panic!("no row:\n{stdout}"));
-    assert_eq!(
-        row.split_whitespace().collect::<Vec<_>>(),
-        ["5", "20", "environment", "yes,", "by", "SWITCHBOARD_QUEUE_MAX_PENDING"],
-        "{stdout}"
-    );
-    assert!(stdout.contains("Locked by SWITCHBOARD_QUEUE_MAX_PENDING"), "{stdout}");
-    let (code, _, stderr) = run(&["system", "queue-capacity", "set", "7"], &env);
-    assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.starts_with("conflict: "), "{stderr}");
+    assert_the_queue_capacity_cli(&world);
 }

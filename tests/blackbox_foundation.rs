@@ -61,24 +61,17 @@ async fn embedded_default_serves_drains_and_keeps_work_across_a_restart() {
     assert_eq!(listed["todos"][0]["state"], "done");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn credentials_and_grants_are_enforced_on_the_real_surfaces() {
-    let database = engine::testing::empty_database().await;
-    let dir = data_dir();
-    let server = Server::start(&["--database-url", &database.url], &[], dir.path());
-    let client = Client::new(&server.base);
-    let db = ["--database-url", database.url.as_str()];
-    let (_, alice) = add_human("alice", &db);
-    let (_, bob) = add_human("bob", &db);
-
-    let narrow = client.vend(&alice, json!({"name": "reader", "queues": ["inbox"], "verbs": ["list_todos"]})).await;
-    let worker = client.vend(&alice, json!({"name": "worker", "queues": ["inbox"]})).await;
-    let (narrow_slug, narrow_key) = (narrow["slug"].as_str().expect("slug"), narrow["token"].as_str().expect("token"));
-    let (worker_slug, worker_key) = (worker["slug"].as_str().expect("slug"), worker["token"].as_str().expect("token"));
-
+/// Credentials on the right surface and URL, verbs and queues inside the grant, arguments
+/// named when bad.
+async fn assert_credentials_and_grants_on_mcp(
+    client: &Client,
+    alice: &str,
+    (narrow_slug, narrow_key): (&str, &str),
+    (worker_slug, worker_key): (&str, &str),
+) {
     // No credential, a human token on MCP, an endpoint token on the API: 401.
     assert_eq!(client.rpc(worker_slug, "", "tools/list", json!({})).await.0, 401);
-    assert_eq!(client.rpc(worker_slug, &alice, "tools/list", json!({})).await.0, 401);
+    assert_eq!(client.rpc(worker_slug, alice, "tools/list", json!({})).await.0, 401);
     assert_eq!(client.get("/api/v1/endpoints", worker_key).await.0, 401);
     // A valid credential on another endpoint's URL: 403.
     assert_eq!(client.rpc(worker_slug, narrow_key, "tools/list", json!({})).await.0, 403);
@@ -112,17 +105,16 @@ async fn credentials_and_grants_are_enforced_on_the_real_surfaces() {
         (refused["code"].as_str(), refused["field"].as_str()),
         (Some("invalid_argument"), Some("lease_ttl_seconds"))
     );
+}
 
+/// Another human's endpoint and todos: the same 404 as made-up ones, `not_found` over MCP.
+async fn assert_another_humans_endpoint_is_invisible(client: &Client, alice: &str, bob: &str, worker_slug: &str) {
     // Bob cannot push into, list, or even learn of alice's endpoint: the same 404 as a made-up one.
     let (status, foreign) = client
-        .post(
-            "/api/v1/todos",
-            &bob,
-            json!({"scope": format!("endpoint:{worker_slug}"), "queue": "inbox", "title": "x"}),
-        )
+        .post("/api/v1/todos", bob, json!({"scope": format!("endpoint:{worker_slug}"), "queue": "inbox", "title": "x"}))
         .await;
     let (status_unknown, unknown) = client
-        .post("/api/v1/todos", &bob, json!({"scope": "endpoint:no-such-endpoint", "queue": "inbox", "title": "x"}))
+        .post("/api/v1/todos", bob, json!({"scope": "endpoint:no-such-endpoint", "queue": "inbox", "title": "x"}))
         .await;
     assert_eq!((status, status_unknown), (404, 404));
     assert_eq!(foreign, unknown);
@@ -131,11 +123,11 @@ async fn credentials_and_grants_are_enforced_on_the_real_surfaces() {
     let (_, pushed) = client
         .post(
             "/api/v1/todos",
-            &alice,
+            alice,
             json!({"scope": format!("endpoint:{worker_slug}"), "queue": "inbox", "title": "x"}),
         )
         .await;
-    let bob_endpoint = client.vend(&bob, json!({"name": "bobs", "queues": ["inbox"]})).await;
+    let bob_endpoint = client.vend(bob, json!({"name": "bobs", "queues": ["inbox"]})).await;
     let (is_error, refused) = client
         .tool(
             bob_endpoint["slug"].as_str().expect("slug"),
@@ -146,6 +138,25 @@ async fn credentials_and_grants_are_enforced_on_the_real_surfaces() {
         .await;
     assert!(is_error);
     assert_eq!(refused["code"], "not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_and_grants_are_enforced_on_the_real_surfaces() {
+    let database = engine::testing::empty_database().await;
+    let dir = data_dir();
+    let server = Server::start(&["--database-url", &database.url], &[], dir.path());
+    let client = Client::new(&server.base);
+    let db = ["--database-url", database.url.as_str()];
+    let (_, alice) = add_human("alice", &db);
+    let (_, bob) = add_human("bob", &db);
+
+    let narrow = client.vend(&alice, json!({"name": "reader", "queues": ["inbox"], "verbs": ["list_todos"]})).await;
+    let worker = client.vend(&alice, json!({"name": "worker", "queues": ["inbox"]})).await;
+    let (narrow_slug, narrow_key) = (narrow["slug"].as_str().expect("slug"), narrow["token"].as_str().expect("token"));
+    let (worker_slug, worker_key) = (worker["slug"].as_str().expect("slug"), worker["token"].as_str().expect("token"));
+
+    assert_credentials_and_grants_on_mcp(&client, &alice, (narrow_slug, narrow_key), (worker_slug, worker_key)).await;
+    assert_another_humans_endpoint_is_invisible(&client, &alice, &bob, worker_slug).await;
 
     // Dedup through the API: the same key twice is one todo, 201 then 200 with deduped.
     let body =

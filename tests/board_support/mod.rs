@@ -19,6 +19,8 @@
 
 #![allow(dead_code)]
 
+pub mod world;
+
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use std::io::{Read, Write};

@@ -1,8 +1,13 @@
 //! The black-box harness: runs the real `switchboard` binary and talks to it over HTTP only.
 //! A test either gives the server a database on the throwaway cluster, or lets it start its own
-//! embedded PostgreSQL in a data dir.
+//! embedded PostgreSQL in a data dir. [`world`] holds a database shared by one or more servers
+//! and request helpers that keep status, `Retry-After` and body; [`intake`] the queue-capacity
+//! helpers.
 
 #![allow(dead_code)]
+
+pub mod intake;
+pub mod world;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
