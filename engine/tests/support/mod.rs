@@ -9,7 +9,7 @@ use engine::testing::{TestDatabase, fresh_database};
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
 use models::scope::{Actor, HumanScope};
-use models::store::{AgentLookup, ManualClock, NewEndpoint, Store};
+use models::store::{AgentLookup, ClaimNext, Claimed, DeferredQueue, ManualClock, NewEndpoint, Store};
 use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, Todo};
 use std::sync::Arc;
 
@@ -138,4 +138,35 @@ pub fn at(rfc3339: &str) -> DateTime<Utc> {
 
 pub fn daily_pacific(max: i64) -> serde_json::Value {
     serde_json::json!({"max_claims_per_window": max, "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"}})
+}
+
+/// The claim of a `claim_next` that must have claimed.
+pub fn claimed(outcome: ClaimNext) -> Claimed {
+    match outcome {
+        ClaimNext::Claimed(claimed) => *claimed,
+        ClaimNext::Empty { deferred } => panic!("expected a claim, got empty (deferred: {deferred:?})"),
+    }
+}
+
+/// The deferred list of a `claim_next` that must have come back empty.
+pub fn deferred(outcome: ClaimNext) -> Vec<DeferredQueue> {
+    match outcome {
+        ClaimNext::Empty { deferred } => deferred,
+        ClaimNext::Claimed(claimed) => panic!("expected empty, claimed {}", claimed.todo.id),
+    }
+}
+
+/// A world with one human and an agent granted `queues`.
+pub async fn agent_world(queues: &[&str]) -> (World, Actor) {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let agent = world.agent(&alice, queues).await;
+    (world, agent)
+}
+
+/// Pushes `n` todos titled `todo {i}`.
+pub async fn push_n(world: &World, identity: &QueueIdentity, n: usize) {
+    for i in 0..n {
+        world.push(identity, &format!("todo {i}")).await;
+    }
 }
