@@ -8,9 +8,10 @@
 //! One endpoint's queues, one agent identity per claim, time moved explicitly. Each transition is
 //! a short function; the decision (`admission::decide`), the windows (`WindowSpec`) and the
 //! claimable predicate (`Todo::claimable_at`) are the same functions `PgStore` calls, so the
-//! model and production cannot disagree about them. `check` asserts the invariants of design.md
-//! ("Invariants every test layer checks") that a single-threaded model can see. Not yet: the
-//! `Store` implementation over this model (`ModelStore`) and fault injection, for the simulation.
+//! model and production cannot disagree about them. `check` asserts the invariants every test
+//! layer checks (`docs/requirements.md`, "Simulation and SQL invariants") that a single-threaded
+//! model can see. The full `Store` in memory, which the simulation runs on, is the separate
+//! `model_store::ModelStore`; fault injection wraps it in the simulation (`sim/src/faults.rs`).
 
 use crate::admission::{self, Decision, Policy, Reason};
 use crate::identity::QueueIdentity;
