@@ -68,6 +68,15 @@ impl World {
         assert_eq!(status, 200, "{body}");
     }
 
+    /// Waits until replica `replica` has withheld at least `count` pushes for deferred queues.
+    async fn wait_withheld(&self, replica: usize, count: f64) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while metric(&self.scrape(replica).await, "switchboard_push_withheld_total{reason=\"deferred\"}") < count {
+            assert!(tokio::time::Instant::now() < deadline, "replica {replica} never withheld {count} pushes");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     async fn hook(&self, agent: &Agent, url: &str) -> (u16, Value) {
         self.client.post(&format!("/api/v1/endpoints/{}/hooks", agent.slug), &self.human, json!({"url": url})).await
     }
@@ -253,6 +262,9 @@ async fn req8_a_freed_in_flight_slot_rings_once() {
     wait_for_todo(&events, &held).await;
     world.tool(&agent, "claim", json!({"id": held})).await;
     let waiting = world.create(&agent, "lane", "waits for the slot").await;
+    // Free the slot only once the push pass has withheld the new todo's push (else it would
+    // rightly ring it as created, with nothing to reopen).
+    world.wait_withheld(0, 1.0).await;
 
     world.tool(&agent, "complete", json!({"id": held})).await;
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -276,6 +288,7 @@ async fn req8_a_raised_policy_rings_once() {
     let events = world.stream(&agent, 0, 0).await;
     world.policy(&agent, "lane", in_flight(0)).await;
     let waiting = world.create(&agent, "lane", "paused").await;
+    world.wait_withheld(0, 1.0).await;
     world.policy(&agent, "lane", in_flight(5)).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     while reopen_rings(&events.all()).is_empty() {

@@ -31,6 +31,9 @@ pub struct Snapshot {
     pub hook_calls: BTreeMap<&'static str, u64>,
     /// Deferred queue identities this process rang open again (REQ-8).
     pub reopens: u64,
+    /// Pushes this process withheld, by why: `deferred` (the queue admitted no claim) or `out`
+    /// (the endpoint was clocked out). Says why an agent heard nothing.
+    pub withheld: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +105,12 @@ impl Counters {
     pub fn reopened(&self, count: u64) {
         if count > 0 {
             self.with(|c| c.reopens += count);
+        }
+    }
+
+    pub fn withheld(&self, why: &'static str, count: u64) {
+        if count > 0 {
+            self.with(|c| *c.withheld.entry(why).or_default() += count);
         }
     }
 

@@ -446,6 +446,16 @@ fn render_push(registry: &Registry, counters: &Snapshot) -> prometheus::Result<(
     )?;
     registry.register(Box::new(reopens.clone()))?;
     reopens.inc_by(counters.reopens);
+    let withheld = counter_vec(
+        registry,
+        "switchboard_push_withheld_total",
+        "Pushes this replica withheld, by reason (deferred: the queue admitted no claim; out: the endpoint was clocked out).",
+        &["reason"],
+    )?;
+    for why in ["deferred", "out"] {
+        let held = counters.withheld.get(why).copied().unwrap_or(0);
+        withheld.get_metric_with_label_values(&[why])?.inc_by(held);
+    }
     Ok(())
 }
 

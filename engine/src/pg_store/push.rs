@@ -804,6 +804,8 @@ impl PgStore {
             self.counters.rung(ring.reason);
         }
         self.counters.reopened(report.reopens);
+        self.counters.withheld("deferred", report.withheld_deferred);
+        self.counters.withheld("out", report.withheld_out);
     }
 }
 
