@@ -74,6 +74,39 @@ async fn req9_a_database_error_reading_the_policy_fails_closed() {
     impatient.claim(&agent, &todo.id, 60).await.expect("admitted once the policy is readable");
 }
 
+// SPEC-0030 REQ-9: "Queue identities without a policy MUST be unaffected by a failure on another
+// queue's policy", for claim_next too: the oldest candidate's policy cannot be locked in time (a
+// database error), so that queue is refused as unavailable and the call goes on to the next.
+#[tokio::test]
+async fn req9_claim_next_skips_a_queue_whose_policy_errors_and_serves_the_others() {
+    let (world, agent) = agent_world(&["budgeted", "plain"]).await;
+    let budgeted = queue_of(&agent, "budgeted");
+    set_policy(&world, &budgeted, json!({"max_in_flight": 5})).await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {} SET lock_timeout = '200ms'", world.db.name)))
+        .execute(world.store.pool())
+        .await
+        .expect("lock_timeout");
+    let impatient = World::store_on(&world.db, &world.clock).await;
+    // The budgeted todo is the oldest, so claim_next meets its policy first.
+    let oldest = world.push(&budgeted, "t").await;
+    world.clock.advance(Duration::seconds(1));
+    let plain = world.push(&queue_of(&agent, "plain"), "p").await;
+
+    let mut holder = world.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT id FROM admission_policies FOR UPDATE").execute(&mut *holder).await.expect("hold policy lock");
+    let got = claimed(impatient.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next serves the others"));
+    assert_eq!(got.todo.id, plain.id, "the queue without a policy is unaffected");
+    let refusals = impatient.counters().snapshot();
+    assert!(
+        refusals.refusals.get(&("budgeted".to_string(), Reason::AdmissionUnavailable)).is_some_and(|n| *n > 0),
+        "the unreadable policy counts as admission_unavailable: {:?}",
+        refusals.refusals
+    );
+    holder.rollback().await.expect("rollback");
+    let later = claimed(impatient.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    assert_eq!(later.todo.id, oldest.id, "admitted once the policy is readable");
+}
+
 // SPEC-0030 REQ-10 "Lowering mid-window"; raising admits at once.
 #[tokio::test]
 async fn req10_lowering_mid_window_refuses_until_the_next_window_and_is_audited() {

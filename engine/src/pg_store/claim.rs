@@ -123,9 +123,19 @@ impl PgStore {
         for _ in 0..ClaimNextRounds::ROUNDS_MAX {
             for _ in 0..=queues.len() {
                 let mut tx = self.begin().await?;
-                let Some((candidate, policy)) =
-                    or_rollback!(tx, self.pick_candidate(&mut tx, queues, rounds.excluded()).await)
-                else {
+                let picked = match self.pick_candidate(&mut tx, queues, rounds.excluded()).await {
+                    Ok(picked) => picked,
+                    Err(error) => {
+                        // REQ-9: the statement that locks the candidate and its policy failed.
+                        // Take the steps one statement each, so a policy that cannot be locked
+                        // or read fails only its own queue and the others are still served.
+                        tracing::warn!(%error, "claim_next candidate pick failed; retrying step by step");
+                        finish(tx, Ok(())).await.ok();
+                        tx = self.begin().await?;
+                        or_rollback!(tx, self.pick_candidate_step_by_step(&mut tx, queues, rounds.excluded()).await)
+                    }
+                };
+                let Some((candidate, policy)) = picked else {
                     finish(tx, Ok(())).await?;
                     break;
                 };
@@ -354,19 +364,14 @@ impl PgStore {
         let groups = owner_groups(queues);
         let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
         let sql = format!(
-            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
-             cand AS MATERIALIZED ( \
-               SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
-               WHERE {} AND NOT {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-               ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1) \
+            "{} \
              SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, p.id, p.max_in_flight, p.max_claims_per_window, \
                p.window_period, p.window_tz, p.window_start, p.window_weekday \
              FROM cand LEFT JOIN LATERAL ( \
                SELECT p.* FROM admission_policies p \
                WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
                FOR UPDATE) p ON true",
-            owner_groups_filter(&groups, 6),
-            identity_filter(2)
+            candidate_cte(&groups)
         );
         let mut query = sqlx::query_as(sqlx::AssertSqlSafe(mutant_hooks::pick_candidate_sql(sql)))
             .bind(self.now_param())
@@ -386,6 +391,37 @@ impl PgStore {
                 (candidate, Ok(policy))
             },
         ))
+    }
+
+    /// Steps 1–3 of the budgeted path one statement each, for when the combined statement of
+    /// `pick_candidate` failed: the candidate is locked alone, then its policy (`lock_policy`). A
+    /// database error on the policy then comes back as that queue's failed read, which
+    /// `admit_and_claim` refuses as `admission_unavailable` (REQ-9) and the caller excludes.
+    async fn pick_candidate_step_by_step(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        queues: &[QueueIdentity],
+        excluded: &[QueueIdentity],
+    ) -> Result<Option<(Candidate, std::result::Result<Option<LockedPolicy>, sqlx::Error>)>> {
+        let groups = owner_groups(queues);
+        let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
+        let sql =
+            format!("{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue FROM cand", candidate_cte(&groups));
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(self.now_param())
+            .bind(&x_endpoint_ids)
+            .bind(&x_endpoint_queues)
+            .bind(&x_team_ids)
+            .bind(&x_team_queues);
+        for (_, owner, names) in &groups {
+            query = query.bind(owner.clone()).bind(names.clone());
+        }
+        let row: Option<(String, Option<String>, Option<String>, String)> =
+            query.fetch_optional(&mut **tx).await.map_err(db_error)?;
+        let Some((id, endpoint_id, team_id, queue)) = row else { return Ok(None) };
+        let candidate = Candidate { id, identity: identity_of(endpoint_id, team_id, queue), named: None };
+        let policy = lock_policy(tx, &candidate.identity).await;
+        Ok(Some((candidate, policy)))
     }
 
     /// Steps 1 and 2 (and the claim, when no policy applies) as one autocommitted statement:
@@ -481,6 +517,21 @@ pub(crate) fn identity_of(endpoint_id: Option<String>, team_id: Option<String>, 
         // The schema's CHECK makes this unreachable; an empty owner matches nothing downstream.
         (None, None) => QueueIdentity::endpoint("", queue),
     }
+}
+
+/// Step 1's statement head: the clock, and `cand`, the oldest claimable todo of `groups` outside
+/// the excluded identities (`$2`–`$5`), locked without waiting (`SKIP LOCKED`). Materialised,
+/// so the todo lock is taken before anything the statement locks after it.
+fn candidate_cte(groups: &[(bool, String, Vec<String>)]) -> String {
+    format!(
+        "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
+         cand AS MATERIALIZED ( \
+           SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
+           WHERE {} AND NOT {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
+           ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1)",
+        owner_groups_filter(groups, 6),
+        identity_filter(2)
+    )
 }
 
 /// Steps 2–3: the identity's policy, looked up by index and locked `FOR UPDATE` (blocking) in one
