@@ -18,6 +18,7 @@ pub mod presence;
 pub mod push;
 pub mod reference;
 pub mod scope;
+pub mod storable;
 pub mod store;
 pub mod todo;
 pub mod verbs;

@@ -82,6 +82,7 @@ pub async fn handle<S: Store>(
             };
             let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
             let outcome = match arguments.as_object() {
+                Some(_) if let Err(error) = models::storable::check_members(&arguments) => Err(error),
                 Some(map) if SELF_VERBS.contains(&name) => call_self_verb(&state, &agent, name, &Args::new(map)).await,
                 Some(map) => call_tool(&state, &agent, name, &Args::new(map)).await,
                 None => Err(Error::invalid("arguments", "arguments must be an object")),

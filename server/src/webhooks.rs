@@ -89,6 +89,10 @@ pub async fn ingest<S: Store>(
 ) -> ApiResult {
     // An unknown webhook and a bad signature both reveal nothing beyond "not accepted".
     let refuse = || ApiError(Error::new(Code::Unauthenticated, "the delivery's signature does not verify"));
+    // No webhook id holds a NUL (the database could not even be asked about one).
+    if webhook_id.contains('\0') {
+        return Err(ApiError(Error::not_found()));
+    }
     let Some(route) = state.store.webhook_for_ingest_unscoped(&webhook_id).await? else {
         return Err(ApiError(Error::not_found()));
     };

@@ -93,6 +93,7 @@ pub fn parse_body(bytes: &[u8]) -> Result<Value> {
     if !value.is_object() {
         return Err(Error::invalid("body", "body must be a JSON object"));
     }
+    models::storable::check_members(&value)?;
     Ok(value)
 }
 
