@@ -221,6 +221,12 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
             tracing::warn!(%error, "database unavailable");
             Error::unavailable("the database is unavailable")
         }
+        // Class 22, data exception: the database refused a value the edge let through (text it
+        // cannot encode, a number out of range). The caller's input, not a fault of ours.
+        sqlx::Error::Database(database) if database.code().is_some_and(|code| code.starts_with("22")) => {
+            tracing::info!(%error, "database refused a value");
+            Error::invalid("request", "a value in the request cannot be stored (the database refused it)")
+        }
         _ => {
             tracing::error!(%error, "database error");
             Error::internal("internal database error")
