@@ -70,6 +70,15 @@ impl Clock for ManualClock {
     }
 }
 
+/// An operator API token as its owner may see it: never the secret or its digest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiToken {
+    pub id: String,
+    pub label: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
 /// How an MCP bearer resolved against the endpoint named in the URL.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentLookup {
@@ -107,6 +116,14 @@ pub struct Claimed {
 pub struct WebhookRoute {
     pub name: String,
     pub secret: String,
+    pub targets: Vec<QueueIdentity>,
+}
+
+/// A webhook as its owner lists it: never the secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookSummary {
+    pub id: String,
+    pub name: String,
     pub targets: Vec<QueueIdentity>,
 }
 
@@ -249,13 +266,24 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn vend_endpoint(&self, endpoint: NewEndpoint) -> impl Future<Output = Result<Endpoint>> + Send;
     fn list_endpoints(&self, human: &HumanScope) -> impl Future<Output = Result<Vec<Endpoint>>> + Send;
 
-    /// Mints another operator API token for a human (`POST /api/v1/tokens`).
+    /// Mints another operator API token for a human (`POST /api/v1/tokens`), expiring
+    /// `expires_in_seconds` from now when given.
     fn mint_token(
         &self,
         human_id: &str,
         label: Option<&str>,
         token_hash: &str,
+        expires_in_seconds: Option<i64>,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// A human's unrevoked operator tokens (expired ones included), oldest first.
+    fn list_tokens(&self, human_id: &str) -> impl Future<Output = Result<Vec<ApiToken>>> + Send;
+    /// Revokes one of the human's own unrevoked tokens; anything else is `not_found`.
+    fn revoke_token(&self, human_id: &str, token_id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Revokes an endpoint's MCP credential, keeping the endpoint and its work. The caller has
+    /// already checked the human manages it; unknown is `not_found`.
+    fn revoke_endpoint(&self, endpoint_id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Replaces an endpoint's MCP credential (un-revoking it); the old one stops working at once.
+    fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> impl Future<Output = Result<()>> + Send;
     /// The teams a human belongs to, with their role.
     fn list_teams(
         &self,
@@ -271,6 +299,17 @@ pub trait Store: Clone + Send + Sync + 'static {
         secret: &str,
         targets: &[QueueIdentity],
     ) -> impl Future<Output = Result<String>> + Send;
+    /// The webhooks a human owns, oldest first.
+    fn list_webhooks(&self, owner_human_id: &str) -> impl Future<Output = Result<Vec<WebhookSummary>>> + Send;
+    /// Deletes one of the human's webhooks with its delivery records; anything else `not_found`.
+    fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Replaces one of the human's webhooks' signing secret; anything else `not_found`.
+    fn rotate_webhook_secret(
+        &self,
+        owner_human_id: &str,
+        webhook_id: &str,
+        secret: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// A webhook's signing secret, name and targets, for verifying a delivery: a system read
     /// keyed by the webhook id in the ingest URL.
     fn webhook_for_ingest_unscoped(

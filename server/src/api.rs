@@ -274,18 +274,29 @@ pub async fn todo_action<S: Store>(
     Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
 }
 
-/// `POST /api/v1/tokens {label?}`: another operator API token for the signed-in human; shown once.
+/// The longest an operator token may be minted for: one year.
+pub const MAX_TOKEN_LIFETIME_SECONDS: i64 = 366 * 24 * 3600;
+
+/// `POST /api/v1/tokens {label?, expires_in_seconds?}`: another operator API token for the signed-in human; shown once.
 pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let human = require_human(&state.store, &headers).await?;
     let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
     let args = Args::object(&body, "body")?;
-    args.only(&["label"])?;
+    args.only(&["label", "expires_in_seconds"])?;
     let label = args.opt_str("label")?;
     if label.is_some_and(|l| l.chars().count() > 100) {
         return Err(Error::invalid("label", "label must be at most 100 characters").into());
     }
+    let expires_in_seconds = args.opt_i64("expires_in_seconds")?;
+    if expires_in_seconds.is_some_and(|secs| !(1..=MAX_TOKEN_LIFETIME_SECONDS).contains(&secs)) {
+        return Err(Error::invalid(
+            "expires_in_seconds",
+            format!("expires_in_seconds must be between 1 and {MAX_TOKEN_LIFETIME_SECONDS}"),
+        )
+        .into());
+    }
     let token = new_token(crate::auth::HUMAN_TOKEN_PREFIX);
-    state.store.mint_token(&human.human.id, label, &hash_token(&token)).await?;
+    state.store.mint_token(&human.human.id, label, &hash_token(&token), expires_in_seconds).await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "token": token, "label": label, "human_id": human.human.id })))
         .into_response())
 }

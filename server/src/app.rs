@@ -2,7 +2,7 @@
 //! simulation runs the very same router on the reference model.
 
 use crate::admission_api::{self, WriteLimiter};
-use crate::{api, intake_api, mcp, push, webhooks};
+use crate::{api, credentials_api, intake_api, mcp, push, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -80,7 +80,10 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
                 .layer(DefaultBodyLimit::max(admission_api::POLICY_BODY_LIMIT_BYTES)),
         )
         .route("/api/v1/todos/{id}/{action}", post(api::todo_action::<S>))
-        .route("/api/v1/tokens", post(api::mint_token::<S>))
+        .route("/api/v1/tokens", post(api::mint_token::<S>).get(credentials_api::list_tokens::<S>))
+        .route("/api/v1/tokens/{id}", delete(credentials_api::revoke_token::<S>))
+        .route("/api/v1/endpoints/{reference}/revoke", post(credentials_api::revoke_endpoint::<S>))
+        .route("/api/v1/endpoints/{reference}/rotate", post(credentials_api::rotate_endpoint::<S>))
         .route("/api/v1/teams", get(api::list_teams::<S>))
         .route("/api/v1/admission", get(admission_api::list::<S>))
         .route(
@@ -91,7 +94,9 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
                 .layer(DefaultBodyLimit::max(admission_api::POLICY_BODY_LIMIT_BYTES)),
         )
         .route("/api/v1/admission/{scope}/{queue}/audit", get(admission_api::audit::<S>))
-        .route("/api/v1/webhooks", post(webhooks::create::<S>))
+        .route("/api/v1/webhooks", post(webhooks::create::<S>).get(webhooks::list::<S>))
+        .route("/api/v1/webhooks/{id}", delete(webhooks::delete::<S>))
+        .route("/api/v1/webhooks/{id}/rotate", post(webhooks::rotate::<S>))
         .route("/api/v1/openapi.json", get(crate::openapi::serve))
         .route("/ingest/{webhook_id}", post(webhooks::ingest::<S>))
         .route("/mcp/{slug}", post(mcp::handle::<S>).get(push::stream::open::<S>))

@@ -10,6 +10,7 @@ pub mod app;
 pub mod auth;
 pub mod board;
 pub mod cli;
+pub mod credentials_api;
 pub mod database;
 pub mod hook_sender;
 pub mod intake_api;

@@ -83,7 +83,35 @@ pub const ROUTES: &[Route] = &[
         path: "/api/v1/tokens",
         summary: "Mint another operator API token for the caller",
         body: Some("TokenRequest"),
-        responses: &[(201, "token (shown once)", "Token")],
+        responses: &[(201, "token (shown once)", "Token"), (400, "invalid_argument naming the field", "Error")],
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/tokens",
+        summary: "The caller's unrevoked operator tokens (never the secret)",
+        body: None,
+        responses: &[(200, "tokens", "TokenList")],
+    },
+    Route {
+        method: "delete",
+        path: "/api/v1/tokens/{id}",
+        summary: "Revoke one of the caller's operator tokens; it is refused (401) from then on",
+        body: None,
+        responses: &[(204, "revoked", ""), (404, "not the caller's token", "Error")],
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/endpoints/{reference}/revoke",
+        summary: "Revoke the endpoint's MCP credential, keeping the endpoint and its todos",
+        body: None,
+        responses: &[(204, "revoked", ""), (404, "not manageable", "Error")],
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/endpoints/{reference}/rotate",
+        summary: "Issue a new sbk_ credential for the endpoint; the old one is refused at once",
+        body: None,
+        responses: &[(200, "new token (shown once)", "EndpointToken"), (404, "not manageable", "Error")],
     },
     Route {
         method: "get",
@@ -142,6 +170,27 @@ pub const ROUTES: &[Route] = &[
             (400, "invalid_argument", "Error"),
             (404, "target not manageable", "Error"),
         ],
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/webhooks",
+        summary: "The caller's webhooks with their targets (never the secret)",
+        body: None,
+        responses: &[(200, "webhooks", "WebhookList")],
+    },
+    Route {
+        method: "delete",
+        path: "/api/v1/webhooks/{id}",
+        summary: "Delete one of the caller's webhooks; its ingest URL is 404 from then on",
+        body: None,
+        responses: &[(204, "deleted", ""), (404, "not the caller's webhook", "Error")],
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/webhooks/{id}/rotate",
+        summary: "Issue a new signing secret; deliveries signed with the old one are refused",
+        body: None,
+        responses: &[(200, "new secret (shown once)", "WebhookSecret"), (404, "not the caller's webhook", "Error")],
     },
     Route {
         method: "delete",
@@ -276,6 +325,12 @@ pub const ROUTES: &[Route] = &[
 
 fn schemas() -> Value {
     let ts = json!({ "type": ["string", "null"], "format": "date-time" });
+    let target =
+        json!({ "type": "object", "properties": { "scope": { "type": "string" }, "queue": { "type": "string" } } });
+    let webhook_summary = json!({ "type": "object", "properties": { "id": { "type": "string" },
+        "name": { "type": "string" }, "targets": { "type": "array", "items": target } } });
+    let token_row = json!({ "type": "object", "properties": { "id": { "type": "string" },
+        "label": { "type": ["string", "null"] }, "created_at": ts, "expires_at": ts } });
     let hint = json!({ "type": "object", "properties": { "state": { "enum": ["admitted", "deferred"] },
         "reason": { "enum": ["window_exhausted", "in_flight_full", "paused", "admission_unavailable"] },
         "next_eligible_at": ts, "exact": { "type": ["boolean", "null"] } }, "required": ["state"] });
@@ -311,7 +366,7 @@ fn schemas() -> Value {
         "ignore_presence": { "type": "boolean" }, "enabled": { "type": "boolean" }, "consecutive_failures": { "type": "integer" },
         "disabled_reason": { "type": ["string", "null"] }, "created_at": ts } });
     let list = |key: &str, item: &Value| json!({ "type": "object", "properties": { key: { "type": "array", "items": item } } });
-    json!({
+    let mut schemas = json!({
         "Error": { "type": "object", "properties": { "error": { "type": "string" }, "code": { "type": "string" },
             "field": { "type": "string" }, "state": { "type": "string" } }, "required": ["error", "code"] },
         "VendRequest": { "type": "object", "properties": { "name": { "type": "string" },
@@ -325,7 +380,8 @@ fn schemas() -> Value {
         "Todo": todo,
         "TodoAnswer": { "type": "object", "properties": { "todo": todo, "deduped": { "type": "boolean" }, "admission": status } },
         "TodoList": list("todos", &todo),
-        "TokenRequest": { "type": "object", "properties": { "label": { "type": "string" } } },
+        "TokenRequest": { "type": "object", "properties": { "label": { "type": "string" },
+            "expires_in_seconds": { "type": "integer", "minimum": 1, "maximum": 31_622_400 } } },
         "Token": { "type": "object", "properties": { "token": { "type": "string" }, "label": { "type": ["string", "null"] } } },
         "TeamList": list("teams", &json!({ "type": "object", "properties": { "id": { "type": "string" }, "slug": { "type": "string" },
             "name": { "type": "string" }, "role": { "enum": ["owner", "admin", "member"] } } })),
@@ -364,7 +420,19 @@ fn schemas() -> Value {
             "status": { "type": "integer" }, "reason": { "type": "string" } }, "required": ["outcome"] },
         "Webhook": { "type": "object", "properties": { "id": { "type": "string" }, "ingest_url": { "type": "string" },
             "secret": { "type": "string" } } },
-    })
+    });
+    // Credential management (issue #14), kept apart so one `json!` stays within the macro's
+    // recursion limit.
+    let credentials = json!({
+        "TokenList": list("tokens", &token_row),
+        "EndpointToken": { "type": "object", "properties": { "token": { "type": "string" } } },
+        "WebhookList": list("webhooks", &webhook_summary),
+        "WebhookSecret": { "type": "object", "properties": { "secret": { "type": "string" } } },
+    });
+    if let (Some(all), Value::Object(more)) = (schemas.as_object_mut(), credentials) {
+        all.extend(more);
+    }
+    schemas
 }
 
 /// The document, built from `ROUTES`.

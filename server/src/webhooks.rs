@@ -25,6 +25,58 @@ const TARGETS_MAX: usize = 50;
 
 /// `POST /api/v1/webhooks {name, targets: [{scope, queue}]}` → `201 {id, ingest_url, secret}`.
 /// Targets must be queues the caller manages (owners and team admins route work).
+/// A fresh signing secret: `whsec_` and 192 random bits in base64.
+fn new_secret() -> String {
+    let mut key = [0_u8; 24];
+    rand::rng().fill_bytes(&mut key);
+    format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(key))
+}
+
+/// `GET /api/v1/webhooks`: the caller's webhooks `{webhooks: [{id, name, targets}]}`, never the
+/// secret.
+pub async fn list<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let webhooks = state.store.list_webhooks(&human.human.id).await?;
+    let webhooks: Vec<Value> = webhooks
+        .iter()
+        .map(|w| {
+            json!({
+                "id": w.id,
+                "name": w.name,
+                "targets": w.targets.iter().map(|t| json!({ "scope": scope_string(t), "queue": t.queue })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "webhooks": webhooks })).into_response())
+}
+
+/// `DELETE /api/v1/webhooks/{id}`: deletes one of the caller's webhooks; its ingest URL is 404
+/// from then on. Someone else's webhook is the same 404 as an unknown one.
+pub async fn delete<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    state.store.delete_webhook(&human.human.id, &id).await?;
+    tracing::info!(webhook = %id, human = %human.human.id, "webhook deleted");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /api/v1/webhooks/{id}/rotate`: a new signing secret `{secret}`, shown once; deliveries
+/// signed with the old one are refused from then on.
+pub async fn rotate<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let secret = new_secret();
+    state.store.rotate_webhook_secret(&human.human.id, &id, &secret).await?;
+    tracing::info!(webhook = %id, human = %human.human.id, "webhook secret rotated");
+    Ok(axum::Json(json!({ "secret": secret })).into_response())
+}
+
 pub async fn create<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
     let human = require_human(&state.store, &headers).await?;
     let body = parse_body(&body)?;
@@ -61,9 +113,7 @@ pub async fn create<S: Store>(State(state): State<AppState<S>>, headers: HeaderM
             identities.push(identity);
         }
     }
-    let mut key = [0_u8; 24];
-    rand::rng().fill_bytes(&mut key);
-    let secret = format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(key));
+    let secret = new_secret();
     let id = state.store.create_webhook(&human.human.id, name, &secret, &identities).await?;
     tracing::info!(webhook = %id, human = %human.human.id, targets = identities.len(), "webhook registered");
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1:8080");

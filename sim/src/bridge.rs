@@ -132,9 +132,37 @@ impl Store for BridgeStore {
         self.call(move |s| async move { s.list_endpoints(&human).await })
     }
 
-    async fn mint_token(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
+    async fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
         let (human_id, label, token_hash) = (human_id.to_string(), label.map(str::to_string), token_hash.to_string());
-        self.call(move |s| async move { s.mint_token(&human_id, label.as_deref(), &token_hash).await })
+        self.call(
+            move |s| async move { s.mint_token(&human_id, label.as_deref(), &token_hash, expires_in_seconds).await },
+        )
+    }
+
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
+        let human_id = human_id.to_string();
+        self.call(move |s| async move { s.list_tokens(&human_id).await })
+    }
+
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
+        let (human_id, token_id) = (human_id.to_string(), token_id.to_string());
+        self.call(move |s| async move { s.revoke_token(&human_id, &token_id).await })
+    }
+
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
+        let endpoint_id = endpoint_id.to_string();
+        self.call(move |s| async move { s.revoke_endpoint(&endpoint_id).await })
+    }
+
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        let (endpoint_id, token_hash) = (endpoint_id.to_string(), token_hash.to_string());
+        self.call(move |s| async move { s.rotate_endpoint(&endpoint_id, &token_hash).await })
     }
 
     async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
@@ -152,6 +180,22 @@ impl Store for BridgeStore {
         let (owner, name, secret, targets) =
             (owner_human_id.to_string(), name.to_string(), secret.to_string(), targets.to_vec());
         self.call(move |s| async move { s.create_webhook(&owner, &name, &secret, &targets).await })
+    }
+
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
+        let owner_human_id = owner_human_id.to_string();
+        self.call(move |s| async move { s.list_webhooks(&owner_human_id).await })
+    }
+
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
+        let (owner_human_id, webhook_id) = (owner_human_id.to_string(), webhook_id.to_string());
+        self.call(move |s| async move { s.delete_webhook(&owner_human_id, &webhook_id).await })
+    }
+
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        let (owner_human_id, webhook_id, secret) =
+            (owner_human_id.to_string(), webhook_id.to_string(), secret.to_string());
+        self.call(move |s| async move { s.rotate_webhook_secret(&owner_human_id, &webhook_id, &secret).await })
     }
 
     async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {

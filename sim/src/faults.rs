@@ -252,8 +252,30 @@ impl<S: Store> Store for Faulty<S> {
         self.inner.list_endpoints(human).await
     }
 
-    async fn mint_token(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
-        self.inner.mint_token(human_id, label, token_hash).await
+    async fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.inner.mint_token(human_id, label, token_hash, expires_in_seconds).await
+    }
+
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
+        self.inner.list_tokens(human_id).await
+    }
+
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
+        self.inner.revoke_token(human_id, token_id).await
+    }
+
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
+        self.inner.revoke_endpoint(endpoint_id).await
+    }
+
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        self.inner.rotate_endpoint(endpoint_id, token_hash).await
     }
 
     async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
@@ -268,6 +290,18 @@ impl<S: Store> Store for Faulty<S> {
         targets: &[QueueIdentity],
     ) -> Result<String> {
         self.inner.create_webhook(owner_human_id, name, secret, targets).await
+    }
+
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
+        self.inner.list_webhooks(owner_human_id).await
+    }
+
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
+        self.inner.delete_webhook(owner_human_id, webhook_id).await
+    }
+
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        self.inner.rotate_webhook_secret(owner_human_id, webhook_id, secret).await
     }
 
     async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {

@@ -234,6 +234,12 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
     }
 }
 
+/// An UPDATE or DELETE that must have touched a row of the caller's: none is `not_found` (absent
+/// and foreign read the same).
+pub(crate) fn touched(done: sqlx::postgres::PgQueryResult) -> Result<()> {
+    if done.rows_affected() == 0 { Err(Error::not_found()) } else { Ok(()) }
+}
+
 /// The todo columns every query returns, in `TodoRow` order. `t` is the todos alias.
 pub(crate) const TODO_COLUMNS: &str = "t.id, t.endpoint_id, t.team_id, t.queue, t.title, t.payload, t.idempotency_key, \
      t.state, t.owner, t.claimed_by_endpoint_id, t.lease_expires_at, t.attempt, t.max_attempts, t.result, \

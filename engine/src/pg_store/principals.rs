@@ -3,11 +3,12 @@
 //! Reach is computed on every call from live rows (an endpoint's effective scope is its vend
 //! grant intersected with its owner's current team memberships), never cached.
 
-use super::{PgStore, db_error};
+use super::{PgStore, db_error, touched};
+use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
 use models::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole, check_principal_name, slugify};
-use models::store::{AgentLookup, NewEndpoint};
+use models::store::{AgentLookup, ApiToken, NewEndpoint};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -155,7 +156,8 @@ impl PgStore {
 
     pub(crate) async fn human_by_token_tx(&self, token_hash: &str) -> Result<Option<HumanScope>> {
         self.human_scope_of(
-            "FROM api_tokens k JOIN humans h ON h.id = k.human_id WHERE k.token_hash = $1 AND k.revoked_at IS NULL",
+            "FROM api_tokens k JOIN humans h ON h.id = k.human_id WHERE k.token_hash = $1 AND k.revoked_at IS NULL \
+             AND (k.expires_at IS NULL OR k.expires_at > now())",
             token_hash,
         )
         .await
@@ -353,15 +355,70 @@ impl PgStore {
             .collect())
     }
 
-    pub(crate) async fn mint_token_tx(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
-        sqlx::query("INSERT INTO api_tokens (token_hash, human_id, label) VALUES ($1, $2, $3)")
-            .bind(token_hash)
+    pub(crate) async fn mint_token_tx(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO api_tokens (token_hash, human_id, label, expires_at) \
+             VALUES ($1, $2, $3, now() + make_interval(secs => $4::bigint))",
+        )
+        .bind(token_hash)
+        .bind(human_id)
+        .bind(label)
+        .bind(expires_in_seconds)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub(crate) async fn list_tokens_tx(&self, human_id: &str) -> Result<Vec<ApiToken>> {
+        type Row = (String, Option<String>, DateTime<Utc>, Option<DateTime<Utc>>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT id, label, created_at, expires_at FROM api_tokens \
+             WHERE human_id = $1 AND revoked_at IS NULL ORDER BY created_at, id",
+        )
+        .bind(human_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, label, created_at, expires_at)| ApiToken { id, label, created_at, expires_at })
+            .collect())
+    }
+
+    pub(crate) async fn revoke_token_tx(&self, human_id: &str, token_id: &str) -> Result<()> {
+        sqlx::query("UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND human_id = $2 AND revoked_at IS NULL")
+            .bind(token_id)
             .bind(human_id)
-            .bind(label)
             .execute(&self.pool)
             .await
-            .map_err(db_error)?;
-        Ok(())
+            .map_err(db_error)
+            .and_then(touched)
+    }
+
+    pub(crate) async fn revoke_endpoint_tx(&self, endpoint_id: &str) -> Result<()> {
+        sqlx::query("UPDATE endpoints SET revoked = true WHERE id = $1")
+            .bind(endpoint_id)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)
+            .and_then(touched)
+    }
+
+    pub(crate) async fn rotate_endpoint_tx(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        sqlx::query("UPDATE endpoints SET token_hash = $2, revoked = false WHERE id = $1")
+            .bind(endpoint_id)
+            .bind(token_hash)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)
+            .and_then(touched)
     }
 
     pub(crate) async fn list_teams_tx(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {

@@ -49,8 +49,30 @@ impl Store for PgStore {
         self.endpoints_by_ids(&human.reach.endpoint_ids).await
     }
 
-    async fn mint_token(&self, human_id: &str, label: Option<&str>, token_hash: &str) -> Result<()> {
-        self.mint_token_tx(human_id, label, token_hash).await
+    async fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.mint_token_tx(human_id, label, token_hash, expires_in_seconds).await
+    }
+
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
+        self.list_tokens_tx(human_id).await
+    }
+
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
+        self.revoke_token_tx(human_id, token_id).await
+    }
+
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
+        self.revoke_endpoint_tx(endpoint_id).await
+    }
+
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        self.rotate_endpoint_tx(endpoint_id, token_hash).await
     }
 
     async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(models::scope::Team, models::scope::TeamRole)>> {
@@ -59,6 +81,18 @@ impl Store for PgStore {
 
     async fn create_webhook(&self, owner: &str, name: &str, secret: &str, targets: &[QueueIdentity]) -> Result<String> {
         self.create_webhook_tx(owner, name, secret, targets).await
+    }
+
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
+        self.list_webhooks_tx(owner_human_id).await
+    }
+
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
+        self.delete_webhook_tx(owner_human_id, webhook_id).await
+    }
+
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        self.rotate_webhook_secret_tx(owner_human_id, webhook_id, secret).await
     }
 
     async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<models::store::WebhookRoute>> {

@@ -2,10 +2,10 @@
 //! delivery id and fans out one todo per target queue identity (contract §4; base-system §2).
 //! A redelivery (same delivery id) creates nothing and charges nothing (SPEC-0030 REQ-3).
 
-use super::{PgStore, db_error, finish};
+use super::{PgStore, db_error, finish, touched};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
-use models::store::{Ingested, WebhookRoute};
+use models::store::{Ingested, WebhookRoute, WebhookSummary};
 use models::todo::NewTodo;
 
 impl PgStore {
@@ -48,6 +48,50 @@ impl PgStore {
         finish(tx, outcome).await
     }
 
+    pub(crate) async fn list_webhooks_tx(&self, owner: &str) -> Result<Vec<WebhookSummary>> {
+        type Row = (String, String, Vec<String>, Vec<String>, Vec<String>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT w.id, w.name, \
+               ARRAY(SELECT coalesce(t.endpoint_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
+               ARRAY(SELECT coalesce(t.team_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
+               ARRAY(SELECT t.queue FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) \
+             FROM webhooks w WHERE w.owner_human_id = $1 ORDER BY w.created_at, w.id",
+        )
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, name, endpoints, teams, queues)| WebhookSummary {
+                id,
+                name,
+                targets: identities(endpoints, teams, queues),
+            })
+            .collect())
+    }
+
+    pub(crate) async fn delete_webhook_tx(&self, owner: &str, webhook_id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM webhooks WHERE id = $1 AND owner_human_id = $2")
+            .bind(webhook_id)
+            .bind(owner)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)
+            .and_then(touched)
+    }
+
+    pub(crate) async fn rotate_webhook_secret_tx(&self, owner: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        sqlx::query("UPDATE webhooks SET secret = $3 WHERE id = $1 AND owner_human_id = $2")
+            .bind(webhook_id)
+            .bind(owner)
+            .bind(secret)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)
+            .and_then(touched)
+    }
+
     pub(crate) async fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
         type Row = (String, String, Vec<String>, Vec<String>, Vec<String>);
         let row: Option<Row> = sqlx::query_as(
@@ -64,18 +108,7 @@ impl PgStore {
         Ok(row.map(|(name, secret, endpoints, teams, queues)| WebhookRoute {
             name,
             secret,
-            targets: endpoints
-                .into_iter()
-                .zip(teams)
-                .zip(queues)
-                .map(|((endpoint, team), queue)| {
-                    if endpoint.is_empty() {
-                        QueueIdentity::team(team, queue)
-                    } else {
-                        QueueIdentity::endpoint(endpoint, queue)
-                    }
-                })
-                .collect(),
+            targets: identities(endpoints, teams, queues),
         }))
     }
 
@@ -148,4 +181,20 @@ impl PgStore {
         }
         Ok(ingested)
     }
+}
+
+/// Target rows (endpoint id or '', team id or '', queue) as queue identities, in order.
+fn identities(endpoints: Vec<String>, teams: Vec<String>, queues: Vec<String>) -> Vec<QueueIdentity> {
+    endpoints
+        .into_iter()
+        .zip(teams)
+        .zip(queues)
+        .map(|((endpoint, team), queue)| {
+            if endpoint.is_empty() {
+                QueueIdentity::team(team, queue)
+            } else {
+                QueueIdentity::endpoint(endpoint, queue)
+            }
+        })
+        .collect()
 }

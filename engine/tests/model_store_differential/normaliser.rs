@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
-pub(crate) const ID_PREFIXES: [&str; 6] = ["td", "ep", "wh", "hu", "tm", "ap"];
+pub(crate) const ID_PREFIXES: [&str; 7] = ["td", "ep", "wh", "hu", "tm", "ap", "tk"];
 /// `xx_` and 32 lowercase hex digits: every generated id, on both stores.
 pub(crate) const ID_LENGTH: usize = 35;
 

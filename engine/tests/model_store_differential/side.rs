@@ -137,8 +137,34 @@ pub(crate) async fn setup<S: Corruptible>(
         transcript.push(norm.of(&store.list_teams(&human).await));
         humans.push(human);
     }
-    transcript.push(norm.of(&store.mint_token(&humans[1].human.id, Some("second"), &hash_token("bob-second")).await));
-    transcript.push(norm.of(&store.mint_token(&humans[1].human.id, None, &hash_token("bob-second")).await));
+    transcript
+        .push(norm.of(&store.mint_token(&humans[1].human.id, Some("second"), &hash_token("bob-second"), None).await));
+    transcript.push(norm.of(&store.mint_token(&humans[1].human.id, None, &hash_token("bob-second"), None).await));
+    // Credential management (issue #14): a human's own tokens only; an expiring token; revoking.
+    transcript.push(
+        norm.of(&store.mint_token(&humans[1].human.id, Some("brief"), &hash_token("bob-brief"), Some(600)).await),
+    );
+    let tokens = store.list_tokens(&humans[1].human.id).await.expect("tokens");
+    let shown = |tokens: &[models::store::ApiToken]| -> Vec<(String, Option<String>, bool)> {
+        tokens.iter().map(|t| (t.id.clone(), t.label.clone(), t.expires_at.is_some())).collect()
+    };
+    transcript.push(norm.of(&shown(&tokens)));
+    transcript.push(norm.of(&store.revoke_token(&humans[0].human.id, &tokens[1].id).await));
+    transcript.push(norm.of(&store.revoke_token(&humans[1].human.id, &tokens[1].id).await));
+    transcript.push(norm.of(&store.revoke_token(&humans[1].human.id, &tokens[1].id).await));
+    transcript.push(norm.of(&store.human_by_token(&hash_token("bob-second")).await.map(|h| h.is_some())));
+    transcript.push(norm.of(&store.human_by_token(&hash_token("bob-brief")).await.map(|h| h.is_some())));
+    transcript.push(norm.of(&shown(&store.list_tokens(&humans[1].human.id).await.expect("tokens"))));
+    // An endpoint's credential: revoked, rotated to a new digest, and rotated back.
+    let (original, rotated) = (hash_token("agent-token-1"), hash_token("agent-token-1-rotated"));
+    transcript.push(norm.of(&store.revoke_endpoint(&endpoints[1]).await));
+    transcript.push(norm.of(&store.revoke_endpoint("ep_nosuchendpoint").await));
+    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &original).await.map(|a| a == AgentLookup::Unknown)));
+    transcript.push(norm.of(&store.rotate_endpoint(&endpoints[1], &rotated).await));
+    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &original).await.map(|a| a == AgentLookup::Unknown)));
+    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &rotated).await.map(|a| a == AgentLookup::Unknown)));
+    transcript.push(norm.of(&store.rotate_endpoint(&endpoints[1], &original).await));
+    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &original).await.map(|a| a == AgentLookup::Unknown)));
     transcript.push(norm.of(&store.resolve_scope(&humans[0].reach, &ScopeRef::Team("core".into())).await));
     transcript.push(norm.of(&store.resolve_scope(&humans[0].reach, &ScopeRef::Team(team_id.clone())).await));
     transcript.push(norm.of(&store.resolve_scope(&humans[1].manages, &ScopeRef::Endpoint(endpoints[0].clone())).await));
@@ -159,6 +185,18 @@ pub(crate) async fn setup<S: Corruptible>(
     let fan_out = fan_out.expect("webhook");
     transcript.push(norm.of(&store.webhook_for_ingest_unscoped(&fan_out).await));
     transcript.push(norm.of(&store.create_webhook("hu_nobody", "orphan", "s3", &identities[..1]).await));
+    // Webhook management (issue #14): the owner's only; rotating; deleting a third one.
+    let doomed = store.create_webhook(&alice, "doomed", "s4", &identities[..1]).await.expect("webhook");
+    transcript.push(norm.of(&store.list_webhooks(&alice).await));
+    transcript.push(norm.of(&store.list_webhooks(&humans[1].human.id).await));
+    transcript.push(norm.of(&store.rotate_webhook_secret(&humans[1].human.id, &single, "stolen").await));
+    transcript.push(norm.of(&store.rotate_webhook_secret(&alice, &single, "s1-rotated").await));
+    transcript.push(norm.of(&store.webhook_for_ingest_unscoped(&single).await));
+    transcript.push(norm.of(&store.delete_webhook(&humans[1].human.id, &doomed).await));
+    transcript.push(norm.of(&store.delete_webhook(&alice, &doomed).await));
+    transcript.push(norm.of(&store.delete_webhook(&alice, &doomed).await));
+    transcript.push(norm.of(&store.webhook_for_ingest_unscoped(&doomed).await));
+    transcript.push(norm.of(&store.list_webhooks(&alice).await));
     let side = Side { store, humans, actors, endpoints, identities, webhooks: vec![single, fan_out], norm };
     (side, transcript)
 }

@@ -109,7 +109,7 @@ struct State {
     sequences: BTreeMap<&'static str, u64>,
     humans: Vec<Human>,
     /// API tokens by SHA-256 hex digest: the human they authenticate.
-    api_tokens: BTreeMap<String, String>,
+    api_tokens: BTreeMap<String, TokenRow>,
     teams: Vec<Team>,
     /// Memberships by (team_id, human_id).
     members: BTreeMap<(String, String), TeamRole>,
@@ -130,6 +130,17 @@ struct State {
     cancellations: Vec<Cancellation>,
     /// Sessions, doorbells, presence columns, hooks and their outbox (`0008_push.sql`).
     push: push::PushTables,
+}
+
+/// An `api_tokens` row.
+#[derive(Debug, Clone)]
+struct TokenRow {
+    id: String,
+    human_id: String,
+    label: Option<String>,
+    created_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+    revoked: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -173,6 +184,7 @@ struct AuditRow {
 struct WebhookRow {
     id: String,
     name: String,
+    owner_human_id: String,
     secret: String,
     /// In insertion order (`ORDER BY ctid`).
     targets: Vec<QueueIdentity>,

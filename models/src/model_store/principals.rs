@@ -9,11 +9,11 @@
 //! Governing: base-system §1, §3 (tenancy); SPEC-0030 REQ-2 (queue identities), REQ-10 (what a
 //! human or an endpoint may manage, and whom an agent acts for).
 
-use super::{EndpointRow, ModelStore, State, database_error, queue_name_ok};
+use super::{EndpointRow, ModelStore, State, TokenRow, database_error, queue_name_ok};
 use crate::error::{Error, Result};
 use crate::identity::{Owner, QueueIdentity, ScopeRef};
 use crate::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole, check_principal_name, slugify};
-use crate::store::{AgentLookup, NewEndpoint};
+use crate::store::{AgentLookup, ApiToken, NewEndpoint};
 use std::collections::BTreeSet;
 
 impl ModelStore {
@@ -36,7 +36,15 @@ impl ModelStore {
                 human
             }
         };
-        state.api_tokens.insert(token_hash.to_string(), human.id.clone());
+        let row = TokenRow {
+            id: state.next_id("tk"),
+            human_id: human.id.clone(),
+            label: Some("bootstrap".to_string()),
+            created_at: self.clock.now(),
+            expires_at: None,
+            revoked: false,
+        };
+        state.api_tokens.insert(token_hash.to_string(), row);
         Ok(human)
     }
 
@@ -71,7 +79,12 @@ impl ModelStore {
     /// The human an operator token authenticates, with their reach and what they manage (REQ-10).
     pub(super) fn human_by_token_tx(&self, token_hash: &str) -> Option<HumanScope> {
         let state = self.lock();
-        let human_id = state.api_tokens.get(token_hash)?;
+        let now = self.clock.now();
+        let token = state.api_tokens.get(token_hash)?;
+        if token.revoked || token.expires_at.is_some_and(|at| at <= now) {
+            return None;
+        }
+        let human_id = &token.human_id;
         let human = state.humans.iter().find(|h| &h.id == human_id)?.clone();
         let teams: Vec<(String, TeamRole)> = state
             .members
@@ -230,12 +243,77 @@ impl ModelStore {
     }
 
     /// Mints another operator API token; a reused digest is a database error (base-system §1).
-    pub(super) fn mint_token_tx(&self, human_id: &str, token_hash: &str) -> Result<()> {
+    pub(super) fn mint_token_tx(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
         let mut state = self.lock();
         if state.api_tokens.contains_key(token_hash) || !state.human_exists(human_id) {
             return Err(database_error());
         }
-        state.api_tokens.insert(token_hash.to_string(), human_id.to_string());
+        let now = self.clock.now();
+        let row = TokenRow {
+            id: state.next_id("tk"),
+            human_id: human_id.to_string(),
+            label: label.map(str::to_string),
+            created_at: now,
+            expires_at: expires_in_seconds.map(|secs| now + chrono::Duration::seconds(secs)),
+            revoked: false,
+        };
+        state.api_tokens.insert(token_hash.to_string(), row);
+        Ok(())
+    }
+
+    /// A human's unrevoked tokens, by creation time then id.
+    pub(super) fn list_tokens_tx(&self, human_id: &str) -> Vec<ApiToken> {
+        let state = self.lock();
+        let mut tokens: Vec<ApiToken> = state
+            .api_tokens
+            .values()
+            .filter(|t| t.human_id == human_id && !t.revoked)
+            .map(|t| ApiToken {
+                id: t.id.clone(),
+                label: t.label.clone(),
+                created_at: t.created_at,
+                expires_at: t.expires_at,
+            })
+            .collect();
+        tokens.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        tokens
+    }
+
+    /// Revokes one of the human's own unrevoked tokens.
+    pub(super) fn revoke_token_tx(&self, human_id: &str, token_id: &str) -> Result<()> {
+        let mut state = self.lock();
+        let token = state
+            .api_tokens
+            .values_mut()
+            .find(|t| t.id == token_id && t.human_id == human_id && !t.revoked)
+            .ok_or_else(Error::not_found)?;
+        token.revoked = true;
+        Ok(())
+    }
+
+    /// Revokes an endpoint's credential, keeping the endpoint and its todos.
+    pub(super) fn revoke_endpoint_tx(&self, endpoint_id: &str) -> Result<()> {
+        let mut state = self.lock();
+        let endpoint = state.endpoints.iter_mut().find(|e| e.id == endpoint_id).ok_or_else(Error::not_found)?;
+        endpoint.revoked = true;
+        Ok(())
+    }
+
+    /// Gives an endpoint a new credential digest and un-revokes it.
+    pub(super) fn rotate_endpoint_tx(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        let mut state = self.lock();
+        if state.endpoints.iter().any(|e| e.token_hash == token_hash) {
+            return Err(database_error());
+        }
+        let endpoint = state.endpoints.iter_mut().find(|e| e.id == endpoint_id).ok_or_else(Error::not_found)?;
+        endpoint.token_hash = token_hash.to_string();
+        endpoint.revoked = false;
         Ok(())
     }
 

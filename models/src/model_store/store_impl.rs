@@ -11,8 +11,8 @@ use crate::presence::{Override, Shift};
 use crate::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use crate::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use crate::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
-    PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+    AgentLookup, ApiToken, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor,
+    PolicyDetail, PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute, WebhookSummary,
 };
 use crate::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
@@ -50,8 +50,30 @@ impl Store for ModelStore {
         Ok(self.list_endpoints_tx(human))
     }
 
-    async fn mint_token(&self, human_id: &str, _label: Option<&str>, token_hash: &str) -> Result<()> {
-        self.mint_token_tx(human_id, token_hash)
+    async fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.mint_token_tx(human_id, label, token_hash, expires_in_seconds)
+    }
+
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<ApiToken>> {
+        Ok(self.list_tokens_tx(human_id))
+    }
+
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
+        self.revoke_token_tx(human_id, token_id)
+    }
+
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
+        self.revoke_endpoint_tx(endpoint_id)
+    }
+
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        self.rotate_endpoint_tx(endpoint_id, token_hash)
     }
 
     async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
@@ -60,6 +82,18 @@ impl Store for ModelStore {
 
     async fn create_webhook(&self, owner: &str, name: &str, secret: &str, targets: &[QueueIdentity]) -> Result<String> {
         self.create_webhook_tx(owner, name, secret, targets)
+    }
+
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<WebhookSummary>> {
+        Ok(self.list_webhooks_tx(owner_human_id))
+    }
+
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
+        self.delete_webhook_tx(owner_human_id, webhook_id)
+    }
+
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        self.rotate_webhook_secret_tx(owner_human_id, webhook_id, secret)
     }
 
     async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {

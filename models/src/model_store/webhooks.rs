@@ -8,7 +8,7 @@
 use super::{ModelStore, WebhookRow, database_error, queue_name_ok};
 use crate::error::{Code, Error, Result};
 use crate::identity::QueueIdentity;
-use crate::store::{Ingested, WebhookRoute};
+use crate::store::{Ingested, WebhookRoute, WebhookSummary};
 use crate::todo::{Created, NewTodo};
 
 impl ModelStore {
@@ -29,10 +29,46 @@ impl ModelStore {
         state.webhooks.push(WebhookRow {
             id: id.clone(),
             name: name.to_string(),
+            owner_human_id: owner.to_string(),
             secret: secret.to_string(),
             targets: targets.to_vec(),
         });
         Ok(id)
+    }
+
+    /// The webhooks a human owns, in creation order.
+    pub(super) fn list_webhooks_tx(&self, owner: &str) -> Vec<WebhookSummary> {
+        let state = self.lock();
+        state
+            .webhooks
+            .iter()
+            .filter(|w| w.owner_human_id == owner)
+            .map(|w| WebhookSummary { id: w.id.clone(), name: w.name.clone(), targets: w.targets.clone() })
+            .collect()
+    }
+
+    /// Deletes one of the human's webhooks and its delivery records (`ON DELETE CASCADE`).
+    pub(super) fn delete_webhook_tx(&self, owner: &str, webhook_id: &str) -> Result<()> {
+        let mut state = self.lock();
+        let before = state.webhooks.len();
+        state.webhooks.retain(|w| !(w.id == webhook_id && w.owner_human_id == owner));
+        if state.webhooks.len() == before {
+            return Err(Error::not_found());
+        }
+        state.deliveries.retain(|(webhook, _), _| webhook != webhook_id);
+        Ok(())
+    }
+
+    /// Replaces one of the human's webhooks' signing secret.
+    pub(super) fn rotate_webhook_secret_tx(&self, owner: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        let mut state = self.lock();
+        let webhook = state
+            .webhooks
+            .iter_mut()
+            .find(|w| w.id == webhook_id && w.owner_human_id == owner)
+            .ok_or_else(Error::not_found)?;
+        webhook.secret = secret.to_string();
+        Ok(())
     }
 
     /// What verifying and routing a delivery needs (system read; REQ-2: one copy per identity).

@@ -1,0 +1,82 @@
+//! Credential management (contract §3, issue #14): a human's own operator tokens (list, revoke)
+//! and the MCP credential of an endpoint they manage (revoke keeping its work, rotate).
+//!
+//! A token id that is not the caller's, or an endpoint they do not manage, is 404 `not_found`,
+//! exactly as for one that does not exist.
+
+use crate::app::AppState;
+use crate::auth::{ENDPOINT_TOKEN_PREFIX, require_human};
+use crate::wire::{ApiResult, rfc3339};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use engine::pg_store::{hash_token, new_token};
+use models::error::{Error, Result};
+use models::identity::{Owner, ScopeRef};
+use models::store::Store;
+use serde_json::{Value, json};
+
+/// `GET /api/v1/tokens`: the caller's unrevoked operator tokens, never the secret or its digest.
+pub async fn list_tokens<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    let tokens = state.store.list_tokens(&human.human.id).await?;
+    let tokens: Vec<Value> = tokens
+        .iter()
+        .map(|t| {
+            json!({
+                "id": t.id,
+                "label": t.label,
+                "created_at": rfc3339(t.created_at),
+                "expires_at": t.expires_at.map(rfc3339),
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "tokens": tokens })).into_response())
+}
+
+/// `DELETE /api/v1/tokens/{id}`: revokes one of the caller's own tokens (it is 401 from now on).
+pub async fn revoke_token<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let human = require_human(&state.store, &headers).await?;
+    state.store.revoke_token(&human.human.id, &id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The endpoint id behind `{ref}`, if the human manages it (as for delete and hooks).
+async fn managed_endpoint<S: Store>(state: &AppState<S>, headers: &HeaderMap, reference: String) -> Result<String> {
+    let human = require_human(&state.store, headers).await?;
+    match state.store.resolve_scope(&human.manages, &ScopeRef::Endpoint(reference)).await? {
+        Owner::Endpoint(id) => Ok(id),
+        Owner::Team(_) => Err(Error::not_found()),
+    }
+}
+
+/// `POST /api/v1/endpoints/{ref}/revoke`: the endpoint's MCP credential stops working (401) and
+/// its open streams on this replica close; the endpoint and its todos stay. Answers 204.
+pub async fn revoke_endpoint<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let id = managed_endpoint(&state, &headers, reference).await?;
+    state.store.revoke_endpoint(&id).await?;
+    state.push.close(&[], Some(&id));
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /api/v1/endpoints/{ref}/rotate`: a new MCP credential `{token}`, shown once; the old one
+/// is 401 at once and a revoked endpoint is live again.
+pub async fn rotate_endpoint<S: Store>(
+    State(state): State<AppState<S>>,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let id = managed_endpoint(&state, &headers, reference).await?;
+    let token = new_token(ENDPOINT_TOKEN_PREFIX);
+    state.store.rotate_endpoint(&id, &hash_token(&token)).await?;
+    state.push.close(&[], Some(&id));
+    Ok(axum::Json(json!({ "token": token })).into_response())
+}
