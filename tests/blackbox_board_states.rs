@@ -152,3 +152,33 @@ async fn req9_a_policy_that_cannot_be_evaluated_shows_the_queue_unavailable_on_t
     assert_eq!(alarm, json!([true]), "an unavailable queue is marked as an alarm");
     owner.close().await;
 }
+
+// SPEC-0030 REQ-11 Accessibility: "a change to exhausted, paused or unavailable is announced".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_a_queue_turning_exhausted_is_announced_in_the_polite_live_region() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "worker", &["metered"]).await;
+    world.policy(&world.owner, &ep, "metered", board_support::world::daily(1, "America/Los_Angeles")).await;
+    world.create_many(&world.owner, &ep, "metered", "job", 2).await;
+
+    let driver = Driver::start().await;
+    let owner = world.owner_browser(&driver, Js::On, 0).await;
+    owner.goto(&world.url("/")).await;
+    let polite = owner.execute("return document.getElementById('announcer').getAttribute('aria-live');", vec![]).await;
+    assert_eq!(polite, json!("polite"));
+    let before = owner.execute("return document.getElementById('announcer').textContent;", vec![]).await;
+    assert_eq!(before, json!(""), "nothing announced before the change");
+
+    // The agent spends the day's only claim: the open board's header turns exhausted and says so.
+    assert!(board_support::world::claim_next(&world.api, &ep).await.is_some(), "the first claim is admitted");
+    let deadline = std::time::Instant::now() + board_support::BROWSER_WAIT;
+    loop {
+        let said = owner.execute("return document.getElementById('announcer').textContent;", vec![]).await;
+        if said == json!("metered is now exhausted") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never announced; the live region says {said}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    owner.close().await;
+}
