@@ -290,3 +290,61 @@ async fn webhooks_are_listed_without_secrets_rotated_and_deleted_by_their_owner_
     // The todos it delivered stay.
     assert_eq!(world.pending(&alice, &ep.scope, "inbox").await.len(), 2);
 }
+
+/// Delivers `body` to the webhook at `ingest_path` signed with `secret`; (status, answer).
+async fn deliver(base: &str, ingest_path: &str, secret: &str, delivery_id: &str, body: &str) -> (u16, Value) {
+    let answer = reqwest::Client::new()
+        .post(format!("{base}{ingest_path}"))
+        .headers(support::sign(secret, delivery_id, body))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST ingest");
+    (answer.status().as_u16(), answer.json().await.unwrap_or(Value::Null))
+}
+
+// Issue #14: "ingest re-checks the owner's live reach on every delivery": a team admin's webhook
+// stops writing into the team's queue once its owner is no longer an admin there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_stops_writing_into_a_team_queue_its_owner_no_longer_manages() {
+    let db = engine::testing::empty_database().await;
+    let dir = support::data_dir();
+    let server = support::Server::start(&["--database-url", &db.url], &[], dir.path());
+    let client = support::Client::new(&server.base);
+    let database = ["--database-url", db.url.as_str()];
+    let alice = support::add_human("alice", &database).1;
+    let bob = support::add_human("bob", &database).1;
+    let (code, team, stderr) =
+        support::run(&["admin", "team", "add", "ops", "--owner", "alice", "--database-url", &db.url], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let slug = serde_json::from_str::<Value>(team.trim()).expect("json")["slug"].as_str().expect("slug").to_string();
+    let role = |role: &str| {
+        let (code, _, stderr) = support::run(
+            &["admin", "team", "member", "add", &slug, "bob", "--role", role, "--database-url", &db.url],
+            &[],
+        );
+        assert_eq!(code, 0, "{stderr}");
+    };
+    role("admin");
+    let scope = format!("team:{slug}");
+    let (status, hook) = client
+        .post("/api/v1/webhooks", &bob, json!({"name": "alerts", "targets": [{"scope": scope, "queue": "lane"}]}))
+        .await;
+    assert_eq!(status, 201, "{hook}");
+    let path = format!("/ingest/{}", hook["id"].as_str().expect("id"));
+    let secret = hook["secret"].as_str().expect("secret");
+
+    let (status, first) = deliver(&server.base, &path, secret, "msg_1", r#"{"n": 1}"#).await;
+    assert_eq!(status, 202, "an admin's webhook writes into the team queue: {first}");
+
+    role("member");
+    let (status, refused) = deliver(&server.base, &path, secret, "msg_2", r#"{"n": 2}"#).await;
+    assert_eq!(status, 409, "a webhook whose owner no longer manages its target: {refused}");
+    let (status, listed) = client.get(&format!("/api/v1/todos?scope={scope}&queue=lane"), &alice).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["todos"].as_array().map(Vec::len), Some(1), "only the first delivery made a todo: {listed}");
+
+    role("admin");
+    let (status, again) = deliver(&server.base, &path, secret, "msg_3", r#"{"n": 3}"#).await;
+    assert_eq!(status, 202, "managing it again, the webhook writes again: {again}");
+}

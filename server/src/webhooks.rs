@@ -151,8 +151,9 @@ pub async fn ingest<S: Store>(
         tracing::info!(webhook = %webhook_id, %problem, "webhook delivery refused");
         return Err(refuse());
     }
-    // Every queue it fanned out to is gone (their endpoints were deleted): refuse, recording
-    // nothing, so the provider sees a failure instead of an accepted delivery that made no todo.
+    // Every queue it fanned out to is gone (their endpoints were deleted) or no longer managed by
+    // the webhook's owner (the store leaves those out): refuse, recording nothing, so the provider
+    // sees a failure instead of an accepted delivery that made no todo.
     if route.targets.is_empty() {
         return Err(Error::new(Code::Conflict, "this webhook has no target queue left; nothing was accepted").into());
     }

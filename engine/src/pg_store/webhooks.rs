@@ -93,9 +93,9 @@ impl PgStore {
     }
 
     pub(crate) async fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
-        type Row = (String, String, Vec<String>, Vec<String>, Vec<String>);
+        type Row = (String, String, String, Vec<String>, Vec<String>, Vec<String>);
         let row: Option<Row> = sqlx::query_as(
-            "SELECT w.name, w.secret, \
+            "SELECT w.name, w.secret, w.owner_human_id, \
                ARRAY(SELECT coalesce(t.endpoint_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
                ARRAY(SELECT coalesce(t.team_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
                ARRAY(SELECT t.queue FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) \
@@ -105,11 +105,13 @@ impl PgStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        Ok(row.map(|(name, secret, endpoints, teams, queues)| WebhookRoute {
-            name,
-            secret,
-            targets: identities(endpoints, teams, queues),
-        }))
+        let Some((name, secret, owner, endpoints, teams, queues)) = row else { return Ok(None) };
+        // The owner's reach is read live: a target they no longer manage (they left the team,
+        // lost its admin role) receives nothing from their webhook.
+        let manages = self.human_scope(&owner).await?.map(|scope| scope.manages);
+        let mut targets = identities(endpoints, teams, queues);
+        targets.retain(|target| manages.as_ref().is_some_and(|reach| reach.contains(target)));
+        Ok(Some(WebhookRoute { name, secret, targets }))
     }
 
     pub(crate) async fn ingest_tx(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {

@@ -84,42 +84,7 @@ impl ModelStore {
         if token.revoked || token.expires_at.is_some_and(|at| at <= now) {
             return None;
         }
-        let human_id = &token.human_id;
-        let human = state.humans.iter().find(|h| &h.id == human_id)?.clone();
-        let teams: Vec<(String, TeamRole)> = state
-            .members
-            .iter()
-            .filter(|((_, member), _)| member == &human.id)
-            .map(|((team, _), role)| (team.clone(), *role))
-            .collect();
-        let endpoints_of = |team_ids: &[&String]| -> Vec<String> {
-            let mut ids: Vec<String> = state
-                .endpoints
-                .iter()
-                .filter(|e| {
-                    e.owner_human_id.as_ref() == Some(&human.id)
-                        || e.owner_team_id.as_ref().is_some_and(|team| team_ids.contains(&team))
-                })
-                .map(|e| e.id.clone())
-                .collect();
-            ids.sort();
-            ids
-        };
-        let member_of: Vec<&String> = teams.iter().map(|(team, _)| team).collect();
-        let configured: Vec<&String> =
-            teams.iter().filter(|(_, role)| role.configures()).map(|(team, _)| team).collect();
-        Some(HumanScope {
-            reach: Reach {
-                endpoint_ids: endpoints_of(&member_of),
-                team_ids: member_of.iter().map(|t| t.to_string()).collect(),
-            },
-            manages: Reach {
-                endpoint_ids: endpoints_of(&configured),
-                team_ids: configured.iter().map(|t| t.to_string()).collect(),
-            },
-            teams: teams.clone(),
-            human,
-        })
+        scope_of(&state, &token.human_id)
     }
 
     /// An MCP bearer against the endpoint the URL names (slug or id): unknown or revoked, another
@@ -360,4 +325,43 @@ impl State {
             })
             .collect()
     }
+}
+
+/// The scope of human `human_id` from the live rows (as `PgStore::human_scope_of`): whom they
+/// reach and what they manage; None when there is no such human.
+pub(super) fn scope_of(state: &State, human_id: &str) -> Option<HumanScope> {
+    let human = state.humans.iter().find(|h| h.id == human_id)?.clone();
+    let teams: Vec<(String, TeamRole)> = state
+        .members
+        .iter()
+        .filter(|((_, member), _)| member == &human.id)
+        .map(|((team, _), role)| (team.clone(), *role))
+        .collect();
+    let endpoints_of = |team_ids: &[&String]| -> Vec<String> {
+        let mut ids: Vec<String> = state
+            .endpoints
+            .iter()
+            .filter(|e| {
+                e.owner_human_id.as_ref() == Some(&human.id)
+                    || e.owner_team_id.as_ref().is_some_and(|team| team_ids.contains(&team))
+            })
+            .map(|e| e.id.clone())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let member_of: Vec<&String> = teams.iter().map(|(team, _)| team).collect();
+    let configured: Vec<&String> = teams.iter().filter(|(_, role)| role.configures()).map(|(team, _)| team).collect();
+    Some(HumanScope {
+        reach: Reach {
+            endpoint_ids: endpoints_of(&member_of),
+            team_ids: member_of.iter().map(|t| t.to_string()).collect(),
+        },
+        manages: Reach {
+            endpoint_ids: endpoints_of(&configured),
+            team_ids: configured.iter().map(|t| t.to_string()).collect(),
+        },
+        teams: teams.clone(),
+        human,
+    })
 }

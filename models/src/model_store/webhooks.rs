@@ -75,11 +75,11 @@ impl ModelStore {
     pub(super) fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Option<WebhookRoute> {
         let state = self.lock();
         let webhook = state.webhooks.iter().find(|w| w.id == webhook_id)?;
-        Some(WebhookRoute {
-            name: webhook.name.clone(),
-            secret: webhook.secret.clone(),
-            targets: webhook.targets.clone(),
-        })
+        // The owner's reach, read live: a target they no longer manage receives nothing.
+        let manages = super::principals::scope_of(&state, &webhook.owner_human_id).map(|scope| scope.manages);
+        let mut targets = webhook.targets.clone();
+        targets.retain(|target| manages.as_ref().is_some_and(|reach| reach.contains(target)));
+        Some(WebhookRoute { name: webhook.name.clone(), secret: webhook.secret.clone(), targets })
     }
 
     /// REQ-3: one delivery, one transaction. A delivery id seen before answers the todos it
