@@ -281,6 +281,30 @@ async fn req8_a_freed_in_flight_slot_rings_once() {
     assert!(!all.iter().any(|e| names_todo(e, &waiting) && e["params"]["meta"]["reason"] == "created"));
 }
 
+// SPEC-0030 REQ-8: removing the policy of a deferred queue reopens it; one ring, like raising it.
+#[tokio::test]
+async fn req8_a_removed_policy_rings_once() {
+    let world = World::start(1).await;
+    let agent = world.agent(&["lane"]).await;
+    let events = world.stream(&agent, 0, 0).await;
+    world.policy(&agent, "lane", in_flight(0)).await;
+    let waiting = world.create(&agent, "lane", "paused until the policy goes").await;
+    world.wait_withheld(0, 1.0).await;
+    let (status, body) =
+        world.client.delete_json(&format!("/api/v1/admission/endpoint:{}/lane", agent.slug), &world.human).await;
+    assert_eq!(status, 204, "{body}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while reopen_rings(&events.all()).is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no reopen ring: {:?}", events.all());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = events.all();
+    assert_eq!(reopen_rings(&all).len(), 1, "{all:?}");
+    assert_eq!(all.len(), 1, "nothing rang while paused: {all:?}");
+    assert_eq!(all[0]["params"]["meta"]["todo_id"], waiting.as_str());
+}
+
 #[tokio::test]
 async fn req8_a_raised_policy_rings_once() {
     let world = World::start(1).await;
