@@ -56,3 +56,41 @@ async fn a_nul_character_anywhere_in_a_request_is_refused_naming_the_field() {
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["todos"], json!([]), "refused requests change nothing");
 }
+
+// Issue #14: "a webhook-timestamp far out of range reaches the library's unchecked subtraction".
+// A signed delivery whose timestamp is absurd, stale or missing is refused as unauthenticated;
+// the server stays up and a good delivery still lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_timestamp_out_of_range_is_refused_and_harms_nothing() {
+    let database = engine::testing::empty_database().await;
+    let dir = data_dir();
+    let server = Server::start(&["--database-url", &database.url], &[], dir.path());
+    let client = Client::new(&server.base);
+    let (_, alice) = add_human("alice", &["--database-url", &database.url]);
+    let worker = client.vend(&alice, json!({"name": "worker", "queues": ["inbox"]})).await;
+    let scope = format!("endpoint:{}", worker["slug"].as_str().expect("slug"));
+    let (status, hook) = client
+        .post("/api/v1/webhooks", &alice, json!({"name": "p", "targets": [{"scope": scope, "queue": "inbox"}]}))
+        .await;
+    assert_eq!(status, 201, "{hook}");
+    let url = server.url(&format!("/ingest/{}", hook["id"].as_str().expect("id")));
+    let secret = hook["secret"].as_str().expect("secret");
+    let body = r#"{"event": "x"}"#;
+    let http = reqwest::Client::new();
+
+    for timestamp in [Some(i64::MAX.to_string()), Some(i64::MIN.to_string()), Some("1".to_string()), None] {
+        let mut headers = support::sign(secret, "msg_far", body);
+        match &timestamp {
+            Some(value) => {
+                headers.insert("webhook-timestamp", value.parse().expect("header"));
+            }
+            None => {
+                headers.remove("webhook-timestamp");
+            }
+        }
+        let answer = http.post(&url).headers(headers).body(body).send().await.expect("POST ingest");
+        assert_eq!(answer.status().as_u16(), 401, "timestamp {timestamp:?}");
+    }
+    let good = http.post(&url).headers(support::sign(secret, "msg_ok", body)).body(body).send().await.expect("POST");
+    assert_eq!(good.status().as_u16(), 202, "the server is still up and a fresh delivery lands");
+}

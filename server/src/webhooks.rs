@@ -20,6 +20,9 @@ use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, TITLE_LENGTH_MA
 use rand::RngCore;
 use serde_json::{Value, json};
 
+/// How far a delivery's `webhook-timestamp` may be from now (the Standard Webhooks tolerance).
+const TIMESTAMP_TOLERANCE_SECONDS: u64 = 5 * 60;
+
 /// Most targets one webhook fans out to.
 const TARGETS_MAX: usize = 50;
 
@@ -147,6 +150,18 @@ pub async fn ingest<S: Store>(
         return Err(ApiError(Error::not_found()));
     };
     let verifier = standardwebhooks::Webhook::new(&route.secret).map_err(|_| refuse())?;
+    // The signature library subtracts the timestamp from now unchecked: a far-off value must
+    // not reach it. Anything outside the tolerance is refused like a bad signature.
+    let timestamp_fresh = headers
+        .get("webhook-timestamp")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse::<i64>().ok())
+        .and_then(|sent| chrono::Utc::now().timestamp().checked_sub(sent))
+        .is_some_and(|skew| skew.unsigned_abs() <= TIMESTAMP_TOLERANCE_SECONDS);
+    if !timestamp_fresh {
+        tracing::info!(webhook = %webhook_id, "webhook delivery refused: timestamp missing or out of tolerance");
+        return Err(refuse());
+    }
     if let Err(problem) = verifier.verify(&body, &headers) {
         tracing::info!(webhook = %webhook_id, %problem, "webhook delivery refused");
         return Err(refuse());
