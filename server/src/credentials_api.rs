@@ -6,13 +6,12 @@
 
 use crate::app::AppState;
 use crate::auth::{ENDPOINT_TOKEN_PREFIX, require_human};
+use crate::push::api::managed_endpoint;
 use crate::wire::{ApiResult, rfc3339};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
-use models::error::{Error, Result};
-use models::identity::{Owner, ScopeRef};
 use models::store::Store;
 use serde_json::{Value, json};
 
@@ -43,15 +42,6 @@ pub async fn revoke_token<S: Store>(
     let human = require_human(&state.store, &headers).await?;
     state.store.revoke_token(&human.human.id, &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// The endpoint id behind `{ref}`, if the human manages it (as for delete and hooks).
-async fn managed_endpoint<S: Store>(state: &AppState<S>, headers: &HeaderMap, reference: String) -> Result<String> {
-    let human = require_human(&state.store, headers).await?;
-    match state.store.resolve_scope(&human.manages, &ScopeRef::Endpoint(reference)).await? {
-        Owner::Endpoint(id) => Ok(id),
-        Owner::Team(_) => Err(Error::not_found()),
-    }
 }
 
 /// `POST /api/v1/endpoints/{ref}/revoke`: the endpoint's MCP credential stops working (401) and

@@ -22,8 +22,13 @@ use serde_json::{Value, json};
 
 type ApiResult = std::result::Result<Response, ApiError>;
 
-/// The endpoint id behind `{ref}`, if the human manages it.
-async fn managed_endpoint<S: Store>(state: &AppState<S>, headers: &HeaderMap, reference: String) -> Result<String> {
+/// The endpoint id behind `{ref}`, if the human manages it (push settings and credentials);
+/// anything else is the same 404.
+pub(crate) async fn managed_endpoint<S: Store>(
+    state: &AppState<S>,
+    headers: &HeaderMap,
+    reference: String,
+) -> Result<String> {
     let human = require_human(&state.store, headers).await?;
     match state.store.resolve_scope(&human.manages, &ScopeRef::Endpoint(reference)).await? {
         Owner::Endpoint(id) => Ok(id),
