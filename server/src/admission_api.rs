@@ -6,22 +6,21 @@
 //! for byte. Writes pass a per-human limiter (1 write/s, burst 10) and PUT bodies are capped at
 //! 16 KiB (the router enforces the cap before a handler runs).
 
-use crate::app::AppState;
-use crate::auth::require_human;
+use crate::extract::{Human, ManagedQueue, managed_identity};
+use crate::state::AppState;
 use crate::wire::{ApiError, ApiResult, parse_body, rfc3339, scope_string, status_json};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use governor::clock::{Clock as _, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota};
 use models::admission::Policy;
-use models::error::{Code, Error, Result};
-use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::error::Error;
 use models::scope::HumanScope;
 use models::store::{AuditRecord, PolicyActor, QueueAdmission, Store};
 use serde_json::{Value, json};
-use std::num::NonZeroU32;
+
+/// Where the simulation has always found the limiter.
+pub use crate::state::WriteLimiter;
 
 /// Largest PUT body on the admission routes (SPEC-0030 Security Requirements).
 pub const POLICY_BODY_LIMIT_BYTES: usize = 16 * 1024;
@@ -29,53 +28,9 @@ pub const POLICY_BODY_LIMIT_BYTES: usize = 16 * 1024;
 const AUDIT_TAIL: i64 = 20;
 const AUDIT_MAX: i64 = 500;
 
-/// Per-human limiter on admission writes: 1 per second, burst 10.
-pub struct WriteLimiter {
-    limiter: DefaultKeyedRateLimiter<String>,
-}
-
-impl Default for WriteLimiter {
-    /// SPEC-0030 Security Requirements: one write per second, bursts of ten.
-    fn default() -> Self {
-        WriteLimiter::with_quota(1, 10)
-    }
-}
-
-impl WriteLimiter {
-    /// A limiter with another quota: the simulation, whose writes come faster in real time than
-    /// in simulated time, uses a large burst so the real clock this limiter reads never decides.
-    pub fn with_quota(per_second: u32, burst: u32) -> WriteLimiter {
-        let per_second = NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN);
-        let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
-        WriteLimiter { limiter: DefaultKeyedRateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)) }
-    }
-
-    /// `rate_limited` with `Retry-After` when the human has spent their burst.
-    pub fn check(&self, human_id: &str) -> Result<()> {
-        match self.limiter.check_key(&human_id.to_string()) {
-            Ok(()) => Ok(()),
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                Err(Error::new(Code::RateLimited, "too many admission policy writes; slow down")
-                    .with("retry_after_seconds", seconds.max(1)))
-            }
-        }
-    }
-}
-
-/// Resolves `{scope}/{queue}` to an identity the human manages; otherwise `not_found`. Shared by
-/// every route that acts for a queue's owner scope (policies, cancellation, purge).
-pub(crate) async fn managed_identity<S: Store>(
-    store: &S,
-    human: &HumanScope,
-    scope: &str,
-    queue: &str,
-) -> Result<QueueIdentity> {
-    let scope = ScopeRef::parse("scope", scope)?;
-    validate_queue_name("queue", queue)?;
-    let owner = store.resolve_scope(&human.manages, &scope).await?;
-    Ok(QueueIdentity { owner, queue: queue.to_string() })
+/// A human acting on a policy or a queue, as the audit records them.
+pub(crate) fn by(human: &HumanScope) -> PolicyActor {
+    PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None }
 }
 
 fn admission_json(admission: &QueueAdmission) -> Value {
@@ -102,8 +57,7 @@ pub fn audit_json(record: &AuditRecord) -> Value {
 }
 
 /// `GET /api/v1/admission`: every policy the caller manages, with status and usage.
-pub async fn list<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn list<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let admissions = state.store.reach_admissions(&human.manages).await?;
     Ok(axum::Json(json!({ "policies": admissions.iter().map(admission_json).collect::<Vec<_>>() })).into_response())
 }
@@ -112,11 +66,8 @@ pub async fn list<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap
 /// audit tail.
 pub async fn show<S: Store>(
     State(state): State<AppState<S>>,
-    Path((scope, queue)): Path<(String, String)>,
-    headers: HeaderMap,
+    ManagedQueue { identity, .. }: ManagedQueue,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
-    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let detail = state.store.policy_detail(&identity).await?;
     let mut body = admission_json(&detail.admission);
     if let Some(map) = body.as_object_mut() {
@@ -140,18 +91,18 @@ pub async fn show<S: Store>(
     Ok(axum::Json(body).into_response())
 }
 
-/// `PUT /api/v1/admission/{scope}/{queue}`: full replace (or create), audited.
+/// `PUT /api/v1/admission/{scope}/{queue}`: full replace (or create), audited. The body is
+/// judged before the queue is resolved, so a bad policy is 400 whoever's queue it names.
 pub async fn put<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path((scope, queue)): Path<(String, String)>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     state.admission_writes.check(&human.human.id)?;
     let policy = Policy::from_request(&parse_body(&body)?)?;
     let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
-    let actor = PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None };
+    let actor = by(&human);
     let saved = state.store.set_policy(&identity, &policy, &actor).await?;
     // A raised limit may reopen a deferred queue at once (REQ-8).
     state.push.capacity_changed();
@@ -161,14 +112,10 @@ pub async fn put<S: Store>(
 /// `DELETE /api/v1/admission/{scope}/{queue}`: 204; the audit history stays readable.
 pub async fn delete<S: Store>(
     State(state): State<AppState<S>>,
-    Path((scope, queue)): Path<(String, String)>,
-    headers: HeaderMap,
+    ManagedQueue { human, identity }: ManagedQueue,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     state.admission_writes.check(&human.human.id)?;
-    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
-    let actor = PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None };
-    state.store.clear_policy(&identity, &actor).await?;
+    state.store.clear_policy(&identity, &by(&human)).await?;
     state.push.capacity_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -176,11 +123,8 @@ pub async fn delete<S: Store>(
 /// `GET /api/v1/admission/{scope}/{queue}/audit`: who changed it, when, from what to what.
 pub async fn audit<S: Store>(
     State(state): State<AppState<S>>,
-    Path((scope, queue)): Path<(String, String)>,
-    headers: HeaderMap,
+    ManagedQueue { identity, .. }: ManagedQueue,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
-    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let records = state.store.policy_audit(&identity, AUDIT_MAX).await?;
     if records.is_empty() {
         // A queue that never had a policy is as unknown as a foreign one.

@@ -2,19 +2,19 @@
 //! and the owner's actions on a todo. Tenancy: everything outside the caller's reach is the same
 //! 404 `not_found` as something that does not exist.
 
-use crate::app::AppState;
-use crate::auth::require_human;
-use crate::wire::{ApiError, ApiResult, Args, parse_body, todo_json};
+use crate::extract::{Human, identity_within};
+use crate::state::AppState;
+use crate::wire::{ApiError, ApiResult, Args, parse_body, parse_limit, parse_max_attempts, todo_json};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
 use models::error::{Error, Result};
-use models::identity::{GrantRef, Owner, QueueIdentity, ScopeRef, validate_queue_name};
+use models::identity::{GrantRef, Owner, QueueIdentity, ScopeRef};
 use models::scope::{Actor, Endpoint, HumanScope, Reach};
 use models::store::{NewEndpoint, Store, TodoQuery, TodoSet};
-use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, TodoState, lease_seconds};
+use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
 use models::verbs;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -23,9 +23,6 @@ use std::collections::HashMap;
 const ENDPOINT_NAME_LENGTH_MAX: usize = 100;
 /// Most queues one endpoint may be granted.
 const GRANTED_QUEUES_MAX: usize = 500;
-/// Default and largest page of a todo listing.
-const LIST_LIMIT_DEFAULT: i64 = 50;
-const LIST_LIMIT_MAX: i64 = 200;
 
 /// How an endpoint's granted queues are written back: own queues by name, team queues in full.
 pub fn grant_strings(endpoint: &Endpoint) -> Vec<String> {
@@ -53,8 +50,12 @@ fn endpoint_json(endpoint: &Endpoint) -> Value {
 }
 
 /// `POST /api/v1/endpoints`: vends an endpoint and returns its bearer once.
-pub async fn vend<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn vend<S: Store>(
+    State(state): State<AppState<S>>,
+    Human(human): Human,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["name", "queues", "verbs", "team"])?;
@@ -68,38 +69,8 @@ pub async fn vend<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap
     }
     let verbs = requested_verbs(&args)?;
 
-    // The owner: the caller, or a team the caller configures (owner/admin).
-    let owner_team_id = match args.opt_str("team")? {
-        None => None,
-        Some(team) => {
-            let Owner::Team(team_id) = state.store.resolve_scope(&human.reach, &ScopeRef::Team(team.into())).await?
-            else {
-                return Err(Error::internal("team scope resolved to an endpoint").into());
-            };
-            if !human.teams.iter().any(|(id, role)| id == &team_id && role.configures()) {
-                return Err(Error::not_found().into());
-            }
-            Some(team_id)
-        }
-    };
-
-    let mut own_queues = Vec::new();
-    let mut team_queues = Vec::new();
-    for (i, raw) in queues.iter().enumerate() {
-        let field = format!("queues[{i}]");
-        match GrantRef::parse(&field, raw)? {
-            GrantRef::Own(queue) => own_queues.push(queue),
-            GrantRef::Team { team, queue } => {
-                let Owner::Team(team_id) = state.store.resolve_scope(&human.reach, &ScopeRef::Team(team)).await? else {
-                    return Err(Error::internal("team scope resolved to an endpoint").into());
-                };
-                if owner_team_id.as_ref().is_some_and(|owner| owner != &team_id) {
-                    return Err(Error::invalid(&field, "a team's endpoint drains only that team's queues").into());
-                }
-                team_queues.push((team_id, queue));
-            }
-        }
-    }
+    let owner_team_id = owner_team(&state.store, &human, args.opt_str("team")?).await?;
+    let (own_queues, team_queues) = granted_queues(&state.store, &human, &queues, owner_team_id.as_ref()).await?;
 
     let token = new_token(crate::auth::ENDPOINT_TOKEN_PREFIX);
     let endpoint = state
@@ -125,6 +96,47 @@ pub async fn vend<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
+/// The owner of a vended endpoint: the caller (None), or a team the caller configures
+/// (owner/admin); any other team is the same 404 as one that does not exist.
+async fn owner_team<S: Store>(store: &S, human: &HumanScope, team: Option<&str>) -> Result<Option<String>> {
+    let Some(team) = team else { return Ok(None) };
+    let Owner::Team(team_id) = store.resolve_scope(&human.reach, &ScopeRef::Team(team.into())).await? else {
+        return Err(Error::internal("team scope resolved to an endpoint"));
+    };
+    if !human.teams.iter().any(|(id, role)| id == &team_id && role.configures()) {
+        return Err(Error::not_found());
+    }
+    Ok(Some(team_id))
+}
+
+/// The queues a vend grants, split into the endpoint's own and team queues; a team endpoint
+/// drains only its own team's queues.
+async fn granted_queues<S: Store>(
+    store: &S,
+    human: &HumanScope,
+    queues: &[&str],
+    owner_team_id: Option<&String>,
+) -> Result<(Vec<String>, Vec<(String, String)>)> {
+    let mut own_queues = Vec::new();
+    let mut team_queues = Vec::new();
+    for (i, raw) in queues.iter().enumerate() {
+        let field = format!("queues[{i}]");
+        match GrantRef::parse(&field, raw)? {
+            GrantRef::Own(queue) => own_queues.push(queue),
+            GrantRef::Team { team, queue } => {
+                let Owner::Team(team_id) = store.resolve_scope(&human.reach, &ScopeRef::Team(team)).await? else {
+                    return Err(Error::internal("team scope resolved to an endpoint"));
+                };
+                if owner_team_id.is_some_and(|owner| owner != &team_id) {
+                    return Err(Error::invalid(&field, "a team's endpoint drains only that team's queues"));
+                }
+                team_queues.push((team_id, queue));
+            }
+        }
+    }
+    Ok((own_queues, team_queues))
+}
+
 /// The verbs a vend asks for, or the default grant. Opt-in verbs are granted only when named.
 fn requested_verbs(args: &Args<'_>) -> Result<Vec<String>> {
     let Some(requested) = args.opt_str_list("verbs")? else {
@@ -143,24 +155,14 @@ fn requested_verbs(args: &Args<'_>) -> Result<Vec<String>> {
 }
 
 /// `GET /api/v1/endpoints`: the endpoints in the caller's reach.
-pub async fn list_endpoints<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn list_endpoints<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let endpoints = state.store.list_endpoints(&human).await?;
     let endpoints: Vec<Value> = endpoints.iter().map(endpoint_json).collect();
     Ok(axum::Json(json!({ "endpoints": endpoints })).into_response())
 }
 
-/// Resolves `scope` + `queue` to a queue identity the human reaches.
-async fn resolve_identity<S: Store>(store: &S, human: &HumanScope, scope: &str, queue: &str) -> Result<QueueIdentity> {
-    let scope = ScopeRef::parse("scope", scope)?;
-    validate_queue_name("queue", queue)?;
-    let owner = store.resolve_scope(&human.reach, &scope).await?;
-    Ok(QueueIdentity { owner, queue: queue.to_string() })
-}
-
 /// `POST /api/v1/todos`: 201 with a new todo, or 200 with `deduped: true`.
-pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["scope", "queue", "title", "payload", "idempotency_key", "max_attempts"])?;
@@ -176,7 +178,7 @@ pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, headers: Head
         created_by_id: Some(human.human.id.clone()),
     };
     new.validate()?;
-    let identity = resolve_identity(&state.store, &human, scope, queue).await?;
+    let identity = identity_within(&state.store, &human.reach, scope, queue).await?;
     let created = state.store.create_todo(NewTodo { identity, ..new }).await?;
     if !created.deduped {
         state.push.work_added();
@@ -186,28 +188,12 @@ pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, headers: Head
         .into_response())
 }
 
-pub fn parse_max_attempts(args: &Args<'_>) -> Result<i32> {
-    match args.opt_i64("max_attempts")? {
-        None => Ok(MAX_ATTEMPTS_DEFAULT),
-        Some(n) => i32::try_from(n).map_err(|_| Error::invalid("max_attempts", "max_attempts must be 1-100")),
-    }
-}
-
-pub fn parse_limit(raw: Option<i64>) -> Result<i64> {
-    match raw {
-        None => Ok(LIST_LIMIT_DEFAULT),
-        Some(n) if (1..=LIST_LIMIT_MAX).contains(&n) => Ok(n),
-        Some(_) => Err(Error::invalid("limit", format!("limit must be 1-{LIST_LIMIT_MAX}"))),
-    }
-}
-
 /// `GET /api/v1/todos?scope=&queue=&state=&limit=`: newest first, within the caller's reach.
 pub async fn list_todos<S: Store>(
     State(state): State<AppState<S>>,
-    headers: HeaderMap,
+    Human(human): Human,
     Query(params): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     let todo_state = params.get("state").map(|s| TodoState::parse("state", s)).transpose()?;
     let limit = parse_limit(
         params
@@ -217,7 +203,7 @@ pub async fn list_todos<S: Store>(
     )?;
     let set = match (params.get("scope"), params.get("queue")) {
         (Some(scope), Some(queue)) => {
-            TodoSet::Queues(vec![resolve_identity(&state.store, &human, scope, queue).await?])
+            TodoSet::Queues(vec![identity_within(&state.store, &human.reach, scope, queue).await?])
         }
         (Some(scope), None) => {
             match state.store.resolve_scope(&human.reach, &ScopeRef::parse("scope", scope)?).await? {
@@ -236,11 +222,10 @@ pub async fn list_todos<S: Store>(
 /// `POST /api/v1/todos/{id}/{claim|complete|fail|release|retry}`: the owner's board actions.
 pub async fn todo_action<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path((id, action)): Path<(String, String)>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
     let args = Args::object(&body, "body")?;
     let actor = Actor::Human(human);
@@ -278,8 +263,7 @@ pub async fn todo_action<S: Store>(
 pub const MAX_TOKEN_LIFETIME_SECONDS: i64 = 366 * 24 * 3600;
 
 /// `POST /api/v1/tokens {label?, expires_in_seconds?}`: another operator API token for the signed-in human; shown once.
-pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
     let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
     let args = Args::object(&body, "body")?;
     args.only(&["label", "expires_in_seconds"])?;
@@ -302,8 +286,7 @@ pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, headers: Hea
 }
 
 /// `GET /api/v1/teams`: the caller's teams and their role in each.
-pub async fn list_teams<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn list_teams<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let teams = state.store.list_teams(&human).await?;
     let teams: Vec<Value> = teams
         .iter()
@@ -316,10 +299,9 @@ pub async fn list_teams<S: Store>(State(state): State<AppState<S>>, headers: Hea
 /// pending in a budgeted queue, its admission status.
 pub async fn show_todo<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     let todo = state.store.get_todo(&Actor::Human(human), &id).await?;
     let mut shown = crate::wire::todos_with_admission(&state.store, std::slice::from_ref(&todo), true).await?;
     let body = shown.pop().unwrap_or(Value::Null);

@@ -1,63 +1,28 @@
 //! The router, built over any `Store`, so `switchboard serve` runs it on `PgStore` and the
 //! simulation runs the very same router on the reference model.
+//!
+//! It only maps paths to handlers and layers the body caps and response headers: it depends on
+//! the handler modules, and no handler depends on it (they share `state`).
 
-use crate::admission_api::{self, WriteLimiter};
-use crate::{api, credentials_api, intake_api, mcp, push, webhooks};
+use crate::response_headers::security_headers;
+use crate::state::BODY_LIMIT_BYTES;
+use crate::{admission_api, api, credentials_api, intake_api, mcp, metrics, openapi, push, webhooks, wire};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use models::error::{Code, Error};
+use models::error::Error;
 use models::store::Store;
-use std::sync::Arc;
 
-/// Largest request body the API and MCP accept (base-system §7: `/api/v1` caps at 64 KiB).
-pub const BODY_LIMIT_BYTES: usize = 64 * 1024;
-
-/// What every handler shares. Cheap to clone.
-pub struct AppState<S: Store> {
-    pub store: S,
-    /// Limiter on admission policy writes, per human (operator API) and per endpoint (MCP)
-    /// (SPEC-0030 Security Requirements).
-    pub admission_writes: Arc<WriteLimiter>,
-    /// The `/metrics` credential, queue-label limiter and collection-error counts (SPEC-0023).
-    pub metrics: Arc<crate::metrics::MetricsConfig>,
-    /// This replica's MCP streams and the push loops' nudges (REQ-8).
-    pub push: Arc<crate::push::Hub>,
-    /// Which addresses notify hooks may call (the SSRF guard's setting).
-    pub hook_addresses: crate::hook_sender::AddressPolicy,
-}
-
-impl<S: Store> AppState<S> {
-    pub fn new(store: S) -> Self {
-        AppState {
-            store,
-            admission_writes: Arc::default(),
-            metrics: Arc::new(crate::metrics::MetricsConfig::closed()),
-            push: Arc::new(crate::push::Hub::new("local")),
-            hook_addresses: crate::hook_sender::AddressPolicy::PublicOnly,
-        }
-    }
-}
-
-impl<S: Store> Clone for AppState<S> {
-    fn clone(&self) -> Self {
-        AppState {
-            store: self.store.clone(),
-            admission_writes: self.admission_writes.clone(),
-            metrics: self.metrics.clone(),
-            push: self.push.clone(),
-            hook_addresses: self.hook_addresses,
-        }
-    }
-}
+/// Where the simulation and the bench have always found the state.
+pub use crate::state::AppState;
 
 pub fn router<S: Store>(state: AppState<S>) -> Router {
     Router::new()
         .route("/healthz", get(healthz::<S>))
-        .route("/metrics", get(crate::metrics::scrape::<S>))
+        .route("/metrics", get(metrics::scrape::<S>))
         .route("/api/v1/endpoints", post(api::vend::<S>).get(api::list_endpoints::<S>))
         .route("/api/v1/endpoints/{reference}", delete(intake_api::delete_endpoint::<S>))
         .route(
@@ -97,10 +62,10 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .route("/api/v1/webhooks", post(webhooks::create::<S>).get(webhooks::list::<S>))
         .route("/api/v1/webhooks/{id}", delete(webhooks::delete::<S>))
         .route("/api/v1/webhooks/{id}/rotate", post(webhooks::rotate::<S>))
-        .route("/api/v1/openapi.json", get(crate::openapi::serve))
+        .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/ingest/{webhook_id}", post(webhooks::ingest::<S>))
         .route("/mcp/{slug}", post(mcp::handle::<S>).get(push::stream::open::<S>))
-        .fallback(|| async { crate::wire::ApiError(Error::not_found()) })
+        .fallback(|| async { wire::ApiError(Error::not_found()) })
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .layer(middleware::map_response(security_headers))
         .with_state(state)
@@ -112,31 +77,4 @@ async fn healthz<S: Store>(State(state): State<AppState<S>>) -> Response {
         Ok(()) => (StatusCode::OK, "ok\n").into_response(),
         Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response(),
     }
-}
-
-/// Headers every response carries, and the error envelope on bodies the framework refused
-/// before a handler ran (an oversized body is 413 `payload_too_large`).
-pub(crate) async fn security_headers(response: Response) -> Response {
-    let mut response = if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json(&response) {
-        crate::wire::ApiError(Error::new(
-            Code::PayloadTooLarge,
-            format!("request body exceeds {BODY_LIMIT_BYTES} bytes"),
-        ))
-        .into_response()
-    } else {
-        response
-    };
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    response
-}
-
-fn is_json(response: &Response) -> bool {
-    response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
 }

@@ -4,20 +4,19 @@
 //! A token id that is not the caller's, or an endpoint they do not manage, is 404 `not_found`,
 //! exactly as for one that does not exist.
 
-use crate::app::AppState;
-use crate::auth::{ENDPOINT_TOKEN_PREFIX, require_human};
-use crate::push::api::managed_endpoint;
+use crate::auth::ENDPOINT_TOKEN_PREFIX;
+use crate::extract::{Human, ManagedEndpoint};
+use crate::state::AppState;
 use crate::wire::{ApiResult, rfc3339};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
 use models::store::Store;
 use serde_json::{Value, json};
 
 /// `GET /api/v1/tokens`: the caller's unrevoked operator tokens, never the secret or its digest.
-pub async fn list_tokens<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn list_tokens<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let tokens = state.store.list_tokens(&human.human.id).await?;
     let tokens: Vec<Value> = tokens
         .iter()
@@ -36,10 +35,9 @@ pub async fn list_tokens<S: Store>(State(state): State<AppState<S>>, headers: He
 /// `DELETE /api/v1/tokens/{id}`: revokes one of the caller's own tokens (it is 401 from now on).
 pub async fn revoke_token<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     state.store.revoke_token(&human.human.id, &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -48,10 +46,8 @@ pub async fn revoke_token<S: Store>(
 /// its open streams on this replica close; the endpoint and its todos stay. Answers 204.
 pub async fn revoke_endpoint<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id }: ManagedEndpoint,
 ) -> ApiResult {
-    let id = managed_endpoint(&state, &headers, reference).await?;
     state.store.revoke_endpoint(&id).await?;
     state.push.close(&[], Some(&id));
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -61,10 +57,8 @@ pub async fn revoke_endpoint<S: Store>(
 /// is 401 at once and a revoked endpoint is live again.
 pub async fn rotate_endpoint<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id }: ManagedEndpoint,
 ) -> ApiResult {
-    let id = managed_endpoint(&state, &headers, reference).await?;
     let token = new_token(ENDPOINT_TOKEN_PREFIX);
     state.store.rotate_endpoint(&id, &hash_token(&token)).await?;
     state.push.close(&[], Some(&id));

@@ -6,33 +6,25 @@
 //! Cancellation is for the queue identity's owner scope, the same people who manage its
 //! admission policy; anyone else gets the same 404 as for a queue that does not exist.
 
-use crate::admission_api::managed_identity;
-use crate::app::AppState;
-use crate::auth::require_human;
+use crate::admission_api::by;
+use crate::extract::{Human, ManagedQueue};
+use crate::state::AppState;
 use crate::wire::{ApiResult, Args, parse_body, todo_json};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use models::capacity::Capacity;
 use models::error::{Code, Error};
 use models::identity::ScopeRef;
-use models::scope::HumanScope;
-use models::store::{PolicyActor, Store};
+use models::store::Store;
 use serde_json::{Value, json};
-
-fn by(human: &HumanScope) -> PolicyActor {
-    PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None }
-}
 
 /// `POST /api/v1/queues/{scope}/{queue}/clear` → `{removed: N}`.
 pub async fn clear<S: Store>(
     State(state): State<AppState<S>>,
-    Path((scope, queue)): Path<(String, String)>,
-    headers: HeaderMap,
+    ManagedQueue { human, identity }: ManagedQueue,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
-    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let removed = state.store.clear_queue(&identity, &by(&human)).await?;
     tracing::info!(queue = %identity, removed, human = %human.human.id, "queue cleared");
     Ok(axum::Json(json!({ "removed": removed })).into_response())
@@ -41,11 +33,9 @@ pub async fn clear<S: Store>(
 /// `DELETE /api/v1/queues/{scope}/{queue}/todos/{id}` → 204, or 409 `not_pending` with `state`.
 pub async fn remove<S: Store>(
     State(state): State<AppState<S>>,
-    Path((scope, queue, id)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    ManagedQueue { human, identity }: ManagedQueue,
+    Path((_, _, id)): Path<(String, String, String)>,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
-    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     state.store.discard_todo(&identity, &id, &by(&human)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -58,14 +48,12 @@ fn capacity_json(capacity: &Capacity) -> Value {
 }
 
 /// `GET /api/v1/system/queue-capacity`: any signed-in human.
-pub async fn show_capacity<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
-    require_human(&state.store, &headers).await?;
+pub async fn show_capacity<S: Store>(State(state): State<AppState<S>>, _: Human) -> ApiResult {
     Ok(axum::Json(capacity_json(&state.store.queue_capacity().await?)).into_response())
 }
 
 /// `PATCH /api/v1/system/queue-capacity {max_pending_per_queue}`: instance admins only.
-pub async fn set_capacity<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn set_capacity<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
     if !human.human.instance_admin {
         return Err(Error::new(Code::Forbidden, "only an instance admin may change the queue capacity").into());
     }
@@ -82,11 +70,10 @@ pub async fn set_capacity<S: Store>(State(state): State<AppState<S>>, headers: H
 /// `PATCH /api/v1/todos/{id} {title?, payload?}`: only the human who created a pending todo.
 pub async fn edit<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path(id): Path<String>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["title", "payload"])?;
@@ -103,11 +90,8 @@ pub async fn edit<S: Store>(
 /// pending and claimed, and its policy (purge). Answers `{purged: N}`.
 pub async fn purge<S: Store>(
     State(state): State<AppState<S>>,
-    Path((scope, queue)): Path<(String, String)>,
-    headers: HeaderMap,
+    ManagedQueue { human, identity }: ManagedQueue,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
-    let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let purged = state.store.purge_queue(&identity, &by(&human)).await?;
     Ok(axum::Json(json!({ "purged": purged })).into_response())
 }
@@ -115,10 +99,9 @@ pub async fn purge<S: Store>(
 /// `DELETE /api/v1/endpoints/{ref}`: the endpoint and every todo of its queues (purge).
 pub async fn delete_endpoint<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path(reference): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     state.store.delete_endpoint(&human, &ScopeRef::Endpoint(reference)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -2,10 +2,11 @@
 //! stop accepting, finish in-flight requests, stop the sweeps, close the pool, stop the embedded
 //! PostgreSQL if this process runs one.
 
-use crate::app::{AppState, router};
+use crate::app::router;
 use crate::database::{self, Target};
 use crate::hook_sender::AddressPolicy;
 use crate::push::{Hub, tasks};
+use crate::state::AppState;
 use engine::{PgStore, PoolSettings, sweeps};
 use models::store::SystemClock;
 use std::net::SocketAddr;

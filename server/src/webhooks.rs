@@ -5,8 +5,8 @@
 //! each governed only by its own policy (SPEC-0030 REQ-2); a redelivery of the same delivery id
 //! creates nothing and charges nothing (REQ-3). Nothing a delivery carries can change a policy.
 
-use crate::app::AppState;
-use crate::auth::require_human;
+use crate::extract::Human;
+use crate::state::AppState;
 use crate::wire::{ApiError, ApiResult, Args, parse_body, scope_string};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -26,8 +26,6 @@ const TIMESTAMP_TOLERANCE_SECONDS: u64 = 5 * 60;
 /// Most targets one webhook fans out to.
 const TARGETS_MAX: usize = 50;
 
-/// `POST /api/v1/webhooks {name, targets: [{scope, queue}]}` → `201 {id, ingest_url, secret}`.
-/// Targets must be queues the caller manages (owners and team admins route work).
 /// A fresh signing secret: `whsec_` and 192 random bits in base64.
 fn new_secret() -> String {
     let mut key = [0_u8; 24];
@@ -37,8 +35,7 @@ fn new_secret() -> String {
 
 /// `GET /api/v1/webhooks`: the caller's webhooks `{webhooks: [{id, name, targets}]}`, never the
 /// secret.
-pub async fn list<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+pub async fn list<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let webhooks = state.store.list_webhooks(&human.human.id).await?;
     let webhooks: Vec<Value> = webhooks
         .iter()
@@ -57,10 +54,9 @@ pub async fn list<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap
 /// from then on. Someone else's webhook is the same 404 as an unknown one.
 pub async fn delete<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     state.store.delete_webhook(&human.human.id, &id).await?;
     tracing::info!(webhook = %id, human = %human.human.id, "webhook deleted");
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -70,18 +66,23 @@ pub async fn delete<S: Store>(
 /// signed with the old one are refused from then on.
 pub async fn rotate<S: Store>(
     State(state): State<AppState<S>>,
+    Human(human): Human,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
     let secret = new_secret();
     state.store.rotate_webhook_secret(&human.human.id, &id, &secret).await?;
     tracing::info!(webhook = %id, human = %human.human.id, "webhook secret rotated");
     Ok(axum::Json(json!({ "secret": secret })).into_response())
 }
 
-pub async fn create<S: Store>(State(state): State<AppState<S>>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let human = require_human(&state.store, &headers).await?;
+/// `POST /api/v1/webhooks {name, targets: [{scope, queue}]}` → `201 {id, ingest_url, secret}`.
+/// Targets must be queues the caller manages (owners and team admins route work).
+pub async fn create<S: Store>(
+    State(state): State<AppState<S>>,
+    Human(human): Human,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["name", "targets"])?;

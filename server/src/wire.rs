@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
 use models::error::{Code, Error, Result};
 use models::identity::{Owner, QueueIdentity};
-use models::todo::Todo;
+use models::todo::{MAX_ATTEMPTS_DEFAULT, Todo};
 use serde_json::{Map, Value, json};
 
 /// A JSON object of named arguments: an API body or MCP tool arguments.
@@ -83,6 +83,28 @@ impl<'a> Args<'a> {
             Some(unknown) => Err(Error::invalid(unknown, format!("unknown field {unknown}"))),
             None => Ok(()),
         }
+    }
+}
+
+/// Default and largest page of a todo listing, on the API and MCP alike.
+const LIST_LIMIT_DEFAULT: i64 = 50;
+const LIST_LIMIT_MAX: i64 = 200;
+
+/// A listing's `limit` (query string or tool argument): 1-200, 50 when absent.
+pub fn parse_limit(raw: Option<i64>) -> Result<i64> {
+    match raw {
+        None => Ok(LIST_LIMIT_DEFAULT),
+        Some(n) if (1..=LIST_LIMIT_MAX).contains(&n) => Ok(n),
+        Some(_) => Err(Error::invalid("limit", format!("limit must be 1-{LIST_LIMIT_MAX}"))),
+    }
+}
+
+/// A new todo's `max_attempts` (API body or tool argument), the default when absent; the range
+/// itself is the model's rule (`NewTodo::validate`).
+pub fn parse_max_attempts(args: &Args<'_>) -> Result<i32> {
+    match args.opt_i64("max_attempts")? {
+        None => Ok(MAX_ATTEMPTS_DEFAULT),
+        Some(n) => i32::try_from(n).map_err(|_| Error::invalid("max_attempts", "max_attempts must be 1-100")),
     }
 }
 

@@ -23,7 +23,7 @@ mod signin;
 mod snapshot;
 mod view;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
@@ -63,7 +63,7 @@ pub fn router(state: Board, shutdown: tokio::sync::watch::Receiver<bool>) -> Rou
         .route("/settings/capacity", get(settings::show).post(settings::save))
         .layer(axum::Extension(events::Shutdown(shutdown)))
         .layer(DefaultBodyLimit::max(FORM_LIMIT_BYTES))
-        .layer(middleware::map_response(crate::app::security_headers))
+        .layer(middleware::map_response(crate::response_headers::security_headers))
         .with_state(state)
 }
 

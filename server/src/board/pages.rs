@@ -8,7 +8,7 @@ use super::signin::{Viewer, require};
 use super::snapshot::{self, Card};
 use super::view::{LocalTime, QueueRef, policy_zone, zone_moment};
 use super::{Board, Nav, PageError, PageResult};
-use crate::admission_api::managed_identity;
+use crate::extract::managed_identity;
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Path, Query, State};

@@ -12,7 +12,7 @@ use super::signin::{CsrfForm, require};
 use super::snapshot;
 use super::view::QueueRef;
 use super::{Board, Nav, PageError, PageResult};
-use crate::admission_api::managed_identity;
+use crate::extract::managed_identity;
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Form;

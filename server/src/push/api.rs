@@ -5,36 +5,19 @@
 //! `{ref}` is an endpoint slug or id the human manages; anything else is 404 `not_found`,
 //! exactly as for an endpoint that does not exist. Hooks are never in an agent's grant.
 
-use crate::app::AppState;
-use crate::auth::require_human;
+use crate::extract::ManagedEndpoint;
 use crate::hook_sender;
-use crate::wire::{ApiError, Args, parse_body, rfc3339};
+use crate::state::AppState;
+use crate::wire::{ApiResult, Args, parse_body, rfc3339};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use models::error::{Error, Result};
-use models::identity::{Owner, ScopeRef};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use models::error::Result;
 use models::presence::{self, Presence, Shift};
 use models::push::NotifyHook;
 use models::store::{OverrideBy, PresenceView, Store};
 use serde_json::{Value, json};
-
-type ApiResult = std::result::Result<Response, ApiError>;
-
-/// The endpoint id behind `{ref}`, if the human manages it (push settings and credentials);
-/// anything else is the same 404.
-pub(crate) async fn managed_endpoint<S: Store>(
-    state: &AppState<S>,
-    headers: &HeaderMap,
-    reference: String,
-) -> Result<String> {
-    let human = require_human(&state.store, headers).await?;
-    match state.store.resolve_scope(&human.manages, &ScopeRef::Endpoint(reference)).await? {
-        Owner::Endpoint(id) => Ok(id),
-        Owner::Team(_) => Err(Error::not_found()),
-    }
-}
 
 /// `{presence, source, until, shift, pending}` (SPEC-0022's `presence` answer).
 pub fn presence_json(view: &PresenceView) -> Value {
@@ -79,20 +62,16 @@ pub async fn set_presence_from<S: Store>(
 
 pub async fn show_presence<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     Ok(axum::Json(presence_json(&state.store.presence(&endpoint).await?)).into_response())
 }
 
 pub async fn put_presence<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     body: Bytes,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["presence", "for_seconds"])?;
@@ -105,10 +84,8 @@ pub async fn put_presence<S: Store>(
 
 pub async fn clear_presence<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     let view = state.store.set_presence_override(&endpoint, None, OverrideBy::Operator).await?;
     deliver_digest(&state);
     Ok(axum::Json(presence_json(&view)).into_response())
@@ -116,11 +93,9 @@ pub async fn clear_presence<S: Store>(
 
 pub async fn put_shift<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     body: Bytes,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["shift"])?;
@@ -138,10 +113,8 @@ fn deliver_digest<S: Store>(state: &AppState<S>) {
 
 pub async fn list_hooks<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     let hooks = state.store.list_hooks(&endpoint).await?;
     Ok(axum::Json(json!({ "hooks": hooks.iter().map(hook_json).collect::<Vec<_>>() })).into_response())
 }
@@ -150,11 +123,9 @@ pub async fn list_hooks<S: Store>(
 /// once. The URL must resolve to an address hooks may call (the SSRF guard).
 pub async fn add_hook<S: Store>(
     State(state): State<AppState<S>>,
-    Path(reference): Path<String>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     body: Bytes,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["url", "ignore_presence"])?;
@@ -170,10 +141,9 @@ pub async fn add_hook<S: Store>(
 
 pub async fn remove_hook<S: Store>(
     State(state): State<AppState<S>>,
-    Path((reference, hook_id)): Path<(String, String)>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
+    Path((_, hook_id)): Path<(String, String)>,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     state.store.remove_hook(&endpoint, &hook_id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -182,10 +152,9 @@ pub async fn remove_hook<S: Store>(
 /// counted toward disabling the hook).
 pub async fn test_hook<S: Store>(
     State(state): State<AppState<S>>,
-    Path((reference, hook_id)): Path<(String, String)>,
-    headers: HeaderMap,
+    ManagedEndpoint { id: endpoint }: ManagedEndpoint,
+    Path((_, hook_id)): Path<(String, String)>,
 ) -> ApiResult {
-    let endpoint = managed_endpoint(&state, &headers, reference).await?;
     let (hook, secret) = state.store.hook_for_test(&endpoint, &hook_id).await?;
     let body = json!({ "type": "hook.test", "hook_id": hook.id, "endpoint": endpoint });
     let msg_id = format!("msg_test_{}", chrono::Utc::now().timestamp_micros());

@@ -8,8 +8,8 @@
 //! endpoint is revoked or deleted (found on the replica's session refresh, or announced).
 
 use super::{StreamSignal, tasks};
-use crate::app::AppState;
 use crate::auth::require_agent;
+use crate::state::AppState;
 use crate::wire::ApiError;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};

@@ -1,0 +1,128 @@
+//! What an endpoint may call over MCP: the tool catalog (descriptions and input schemas, in the
+//! order `tools/list` shows them) and the grant check every call passes.
+//!
+//! Its own module so the transport (`mcp`) and the tool bodies (`tools`) share one list; it must
+//! not run a tool.
+
+use models::scope::AgentScope;
+use serde_json::{Value, json};
+
+/// Verbs every endpoint may call about itself, outside its grant (base-system §1).
+pub(super) const SELF_VERBS: &[&str] = &["clock_in", "clock_out", "presence"];
+
+/// Tool descriptions and input schemas, in the order `tools/list` shows them.
+pub(super) fn tool_catalog() -> Vec<(&'static str, &'static str, Value)> {
+    let id = json!({ "type": "string", "description": "todo id (td_...)" });
+    let lease =
+        json!({ "type": "integer", "minimum": 1, "maximum": 86400, "description": "lease in seconds (default 300)" });
+    let queue = json!({ "type": "string", "description": "one of this endpoint's granted queues" });
+    vec![
+        (
+            "claim_next",
+            "Claim the oldest claimable todo across your granted queues (or one named queue).",
+            json!({ "type": "object", "properties": { "queue": queue, "lease_ttl_seconds": lease }, "additionalProperties": false }),
+        ),
+        (
+            "claim",
+            "Claim a specific todo by id.",
+            json!({ "type": "object", "properties": { "id": id, "lease_ttl_seconds": lease }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "heartbeat",
+            "Extend the lease on a todo you hold.",
+            json!({ "type": "object", "properties": { "id": id, "lease_ttl_seconds": lease }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "complete",
+            "Mark a todo you hold as done, with an optional result.",
+            json!({ "type": "object", "properties": { "id": id, "result": {}, "summary": { "type": "string" } }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "fail",
+            "Fail a todo you hold; it retries with backoff until max_attempts.",
+            json!({ "type": "object", "properties": { "id": id, "result": {}, "summary": { "type": "string" } }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "release",
+            "Give a todo you hold back to the queue without using an attempt.",
+            json!({ "type": "object", "properties": { "id": id, "summary": { "type": "string" } }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "list_todos",
+            "List todos in your granted queues, newest first.",
+            json!({ "type": "object", "properties": { "queue": queue, "state": { "enum": ["pending", "claimed", "done", "failed"] },
+                "limit": { "type": "integer", "minimum": 1, "maximum": 200 } }, "additionalProperties": false }),
+        ),
+        (
+            "get_todo",
+            "Read one todo, with its payload and result.",
+            json!({ "type": "object", "properties": { "id": id }, "required": ["id"], "additionalProperties": false }),
+        ),
+        (
+            "create_todo",
+            "Add a todo to one of your granted queues.",
+            json!({ "type": "object", "properties": { "queue": queue, "title": { "type": "string" }, "payload": {},
+                "idempotency_key": { "type": "string" }, "max_attempts": { "type": "integer", "minimum": 1, "maximum": 100 } },
+                "required": ["queue", "title"], "additionalProperties": false }),
+        ),
+        (
+            "admission_status",
+            "Read the admission policy, usage and status of your granted queues (read-only).",
+            json!({ "type": "object", "properties": { "queue": queue }, "additionalProperties": false }),
+        ),
+        (
+            "set_admission_policy",
+            "Create or replace the admission policy (your budget) of one of your own queues. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue, "policy": { "type": "object", "properties": {
+                "max_in_flight": { "type": ["integer", "null"], "minimum": 0, "maximum": 10000 },
+                "max_claims_per_window": { "type": ["integer", "null"], "minimum": 0, "maximum": 1000000 },
+                "window": { "type": ["object", "null"] } } } }, "required": ["queue", "policy"], "additionalProperties": false }),
+        ),
+        (
+            "discard_todo",
+            "Remove one pending todo of one of your own queues, whatever created it. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue, "id": id }, "required": ["queue", "id"], "additionalProperties": false }),
+        ),
+        (
+            "clear_queue",
+            "Remove every pending todo of one of your own queues. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue }, "required": ["queue"], "additionalProperties": false }),
+        ),
+        (
+            "clear_admission_policy",
+            "Remove the admission policy of one of your own queues. Only when your owner opted you in.",
+            json!({ "type": "object", "properties": { "queue": queue }, "required": ["queue"], "additionalProperties": false }),
+        ),
+        (
+            "clock_in",
+            "Say you are available for doorbells now, for a while (seconds; 1 h default, 8 h max).",
+            json!({ "type": "object", "properties": { "for": { "type": "integer", "minimum": 60, "maximum": 28800 } }, "additionalProperties": false }),
+        ),
+        (
+            "clock_out",
+            "Stop doorbells until your shift's next boundary (pulls keep working).",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        ),
+        (
+            "presence",
+            "Read your presence: in or out, why, until when, your shift and the pending work.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        ),
+    ]
+}
+
+/// Whether the endpoint may call `name`: granted verbs, plus the read-only `admission_status`
+/// for every endpoint that may claim (REQ-7).
+pub(super) fn granted(agent: &AgentScope, name: &str) -> bool {
+    let has = |verb: &str| agent.verbs.iter().any(|v| v == verb);
+    has(name) || (name == "admission_status" && (has("claim") || has("claim_next")))
+}
+
+/// Only the verbs this endpoint may call are listed.
+pub(super) fn tools_for(agent: &AgentScope) -> Vec<Value> {
+    tool_catalog()
+        .into_iter()
+        .filter(|(name, _, _)| granted(agent, name) || SELF_VERBS.contains(name))
+        .map(|(name, description, schema)| json!({ "name": name, "description": description, "inputSchema": schema }))
+        .collect()
+}

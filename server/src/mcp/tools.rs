@@ -1,0 +1,291 @@
+//! The MCP tools themselves: one function per tool group (claiming, work on a claimed todo,
+//! reading and creating todos, the owner's admission and cancellation verbs, the self verbs),
+//! each checking its arguments by name and answering the contract's JSON.
+//!
+//! The grant is checked once, in `call_tool`, before any group runs; a group never widens it.
+
+use super::catalog::{granted, tool_catalog};
+use crate::push::api::{presence_json, set_presence_from};
+use crate::state::AppState;
+use crate::wire::{
+    Args, claimed_json, deferred_json, parse_limit, parse_max_attempts, scope_string, status_json, todo_json,
+    todos_with_admission,
+};
+use models::admission::Policy;
+use models::error::{Code, Error, Result};
+use models::identity::{QueueIdentity, validate_queue_name};
+use models::presence::Presence;
+use models::scope::{Actor, AgentScope};
+use models::store::{ClaimNext, OverrideBy, PolicyActor, QueueAdmission, Store, TodoQuery, TodoSet};
+use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
+use serde_json::{Value, json};
+
+/// A granted tool's answer. Unknown names are `invalid_argument`, ungranted ones `forbidden`.
+pub(super) async fn call_tool<S: Store>(
+    state: &AppState<S>,
+    agent: &AgentScope,
+    name: &str,
+    args: &Args<'_>,
+) -> Result<Value> {
+    if !tool_catalog().iter().any(|(tool, _, _)| *tool == name) {
+        return Err(Error::invalid("name", format!("unknown tool {name}")));
+    }
+    if !granted(agent, name) {
+        return Err(Error::forbidden(format!("{name} is not in this endpoint's grant")));
+    }
+    let actor = Actor::Agent(agent.clone());
+    match name {
+        "claim_next" => claim_next_tool(state, agent, &actor, args).await,
+        "claim" => claim_tool(state, &actor, args).await,
+        "heartbeat" | "complete" | "fail" | "release" => claimed_todo_tool(&state.store, &actor, name, args).await,
+        "list_todos" => list_todos_tool(&state.store, agent, args).await,
+        "get_todo" => {
+            args.only(&["id"])?;
+            Ok(todo_json(&state.store.get_todo(&actor, args.str("id")?).await?, true))
+        }
+        "create_todo" => create_todo_tool(&state.store, agent, args).await,
+        "set_admission_policy" | "clear_admission_policy" => policy_tool(state, agent, name, args).await,
+        "discard_todo" | "clear_queue" => cancel_tool(&state.store, agent, name, args).await,
+        "admission_status" => admission_status_tool(&state.store, agent, args).await,
+        _ => Err(Error::invalid("name", format!("unknown tool {name}"))),
+    }
+}
+
+async fn claim_next_tool<S: Store>(
+    state: &AppState<S>,
+    agent: &AgentScope,
+    actor: &Actor,
+    args: &Args<'_>,
+) -> Result<Value> {
+    args.only(&["queue", "lease_ttl_seconds"])?;
+    let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+    let queues = agent.narrow(args.opt_str("queue")?)?;
+    let outcome = state.store.claim_next(actor, &queues, lease).await?;
+    // Who was told to wait (an empty answer's deferred queues, a queue this claim filled) is
+    // watched, so the reopen sweep rings once when their queue admits claims again (REQ-8).
+    state.push.after_claim_next(&state.store, &outcome).await;
+    match outcome {
+        ClaimNext::Claimed(claimed) => {
+            let mut body = claimed_json(&claimed);
+            if let Some(map) = body.as_object_mut() {
+                map.insert("empty".into(), json!(false));
+            }
+            Ok(body)
+        }
+        // `deferred` appears only when a granted queue holds pending work it cannot admit
+        // now; a bare `empty: true` still means there is no pending work at all.
+        ClaimNext::Empty { deferred } if deferred.is_empty() => Ok(json!({ "empty": true })),
+        ClaimNext::Empty { deferred } => {
+            Ok(json!({ "empty": true, "deferred": deferred.iter().map(deferred_json).collect::<Vec<_>>() }))
+        }
+    }
+}
+
+async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_>) -> Result<Value> {
+    args.only(&["id", "lease_ttl_seconds"])?;
+    let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+    let id = args.str("id")?;
+    match state.store.claim(actor, id, lease).await {
+        Ok(claimed) => {
+            state.push.after_claim(&state.store, Ok(&claimed)).await;
+            Ok(claimed_json(&claimed))
+        }
+        Err(error) => {
+            if error.code == Code::Deferred {
+                let identity = state.store.get_todo(actor, id).await.ok().map(|todo| todo.identity);
+                state.push.after_claim(&state.store, Err((&error, identity))).await;
+            }
+            Err(error)
+        }
+    }
+}
+
+/// `heartbeat`, `complete`, `fail`, `release`: the claimer's work on a todo it holds.
+async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, name: &str, args: &Args<'_>) -> Result<Value> {
+    let todo = match name {
+        "heartbeat" => {
+            args.only(&["id", "lease_ttl_seconds"])?;
+            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+            store.heartbeat(actor, args.str("id")?, lease).await?
+        }
+        "complete" | "fail" => {
+            args.only(&["id", "result", "summary"])?;
+            let result = outcome_value(args)?;
+            let id = args.str("id")?;
+            if name == "complete" {
+                store.complete(actor, id, result).await?
+            } else {
+                store.fail(actor, id, result).await?
+            }
+        }
+        _ => {
+            args.only(&["id", "summary"])?;
+            args.opt_str("summary")?;
+            store.release(actor, args.str("id")?).await?
+        }
+    };
+    Ok(todo_json(&todo, false))
+}
+
+/// `list_todos {queue?, state?, limit?}`: newest first, within the grant.
+async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+    args.only(&["queue", "state", "limit"])?;
+    let queues = agent.narrow(args.opt_str("queue")?)?;
+    let state = args.opt_str("state")?.map(|s| TodoState::parse("state", s)).transpose()?;
+    let limit = parse_limit(args.opt_i64("limit")?)?;
+    let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues), state, limit }).await?;
+    Ok(json!({ "todos": todos_with_admission(store, &todos, false).await? }))
+}
+
+/// `create_todo`: a new todo on a granted queue, created by this endpoint.
+async fn create_todo_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+    args.only(&["queue", "title", "payload", "idempotency_key", "max_attempts"])?;
+    let identity = creation_target(agent, args.str("queue")?)?;
+    let created = store
+        .create_todo(NewTodo {
+            identity,
+            title: args.str("title")?.to_string(),
+            payload: args.opt_value("payload"),
+            idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
+            max_attempts: parse_max_attempts(args)?,
+            created_by_kind: CreatedByKind::Agent,
+            created_by_id: Some(agent.endpoint_id.clone()),
+        })
+        .await?;
+    Ok(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped }))
+}
+
+/// The endpoint acting for its owner, as the audit records it.
+fn acting(agent: &AgentScope) -> PolicyActor {
+    PolicyActor { human_id: agent.acting_for_human_id.clone(), endpoint_id: Some(agent.endpoint_id.clone()) }
+}
+
+/// SPEC-0030 REQ-10: `set_admission_policy` / `clear_admission_policy`, only with the verb
+/// granted (checked by `call_tool`), only on a queue this endpoint may manage (else not_found),
+/// audited with the endpoint and its human.
+async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, name: &str, args: &Args<'_>) -> Result<Value> {
+    let known: &[&str] = if name == "set_admission_policy" { &["queue", "policy"] } else { &["queue"] };
+    args.only(known)?;
+    // The same write limiter as the operator API, keyed per endpoint (Security Requirements).
+    state.admission_writes.check(&format!("endpoint:{}", agent.endpoint_id))?;
+    let identity = agent.managed_queue(args.str("queue")?)?;
+    if name == "clear_admission_policy" {
+        state.store.clear_policy(&identity, &acting(agent)).await?;
+        return Ok(json!({ "queue": identity.queue, "cleared": true }));
+    }
+    let policy = Policy::from_request(&args.opt_value("policy").unwrap_or(Value::Null))?;
+    let saved = state.store.set_policy(&identity, &policy, &acting(agent)).await?;
+    Ok(json!({
+        "queue": identity.queue,
+        "policy": saved.policy.as_ref().map_or(Value::Null, Policy::to_json),
+        "status": status_json(&saved.status),
+    }))
+}
+
+/// Owner cancellation for agents (intake-capacity.md): `discard_todo` / `clear_queue`, opt-in
+/// verbs only, on queues the endpoint manages (else not_found); claimed work is never touched.
+async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &Args<'_>) -> Result<Value> {
+    let known: &[&str] = if name == "discard_todo" { &["queue", "id"] } else { &["queue"] };
+    args.only(known)?;
+    let identity = agent.managed_queue(args.str("queue")?)?;
+    if name == "discard_todo" {
+        store.discard_todo(&identity, args.str("id")?, &acting(agent)).await?;
+        return Ok(json!({ "queue": identity.queue, "removed": 1 }));
+    }
+    let removed = store.clear_queue(&identity, &acting(agent)).await?;
+    Ok(json!({ "queue": identity.queue, "removed": removed }))
+}
+
+/// `admission_status {queue?}`: policy, usage and status of the granted queues (read-only, REQ-7).
+async fn admission_status_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+    args.only(&["queue"])?;
+    let queues = agent.narrow(args.opt_str("queue")?)?;
+    let admissions = store.queue_admissions(&queues).await?;
+    let entries: Vec<Value> = queues
+        .iter()
+        .map(|identity| admission_entry(identity, admissions.iter().find(|a| &a.identity == identity)))
+        .collect();
+    Ok(json!({ "queues": entries }))
+}
+
+/// One queue of `admission_status`: its policy and status, or `admitted` with no policy.
+fn admission_entry(identity: &QueueIdentity, admission: Option<&QueueAdmission>) -> Value {
+    let mut entry = json!({ "queue": identity.queue, "scope": scope_string(identity) });
+    if let Some(map) = entry.as_object_mut() {
+        match admission {
+            Some(admission) => {
+                map.insert("policy".into(), admission.policy.as_ref().map_or(Value::Null, |p| p.to_json()));
+                map.insert("pending".into(), json!(admission.pending));
+                if let Value::Object(status) = status_json(&admission.status) {
+                    map.extend(status);
+                }
+            }
+            None => {
+                map.insert("policy".into(), Value::Null);
+                map.insert("status".into(), json!("admitted"));
+            }
+        }
+    }
+    entry
+}
+
+/// `clock_in {for?}` (seconds; 1 h default, 8 h max), `clock_out`, `presence` (SPEC-0022).
+pub(super) async fn call_self_verb<S: Store>(
+    state: &AppState<S>,
+    agent: &AgentScope,
+    name: &str,
+    args: &Args<'_>,
+) -> Result<Value> {
+    let store = &state.store;
+    let view = match name {
+        "clock_in" | "clock_out" => {
+            args.only(&["for"])?;
+            let (presence, for_seconds) = if name == "clock_in" {
+                (Presence::In, args.opt_i64("for")?)
+            } else {
+                args.only(&[])?;
+                (Presence::Out, None)
+            };
+            let view = set_presence_from(store, &agent.endpoint_id, presence, for_seconds, OverrideBy::Agent).await?;
+            // The clock-in digest may have rung a stream on this replica.
+            state.push.capacity_changed();
+            view
+        }
+        _ => {
+            args.only(&[])?;
+            store.presence(&agent.endpoint_id).await?
+        }
+    };
+    Ok(presence_json(&view))
+}
+
+/// Nudges the push loops after a verb that changed what may be pushed.
+pub(super) fn after_tool<S: Store>(state: &AppState<S>, name: &str, outcome: &Result<Value>) {
+    if outcome.is_err() {
+        return;
+    }
+    match name {
+        "create_todo" => state.push.work_added(),
+        "complete" | "fail" | "release" | "set_admission_policy" | "clear_admission_policy" | "discard_todo" => {
+            state.push.capacity_changed()
+        }
+        _ => {}
+    }
+}
+
+/// `result` as given, or `{summary}` when only a summary is given.
+fn outcome_value(args: &Args<'_>) -> Result<Option<Value>> {
+    let summary = args.opt_str("summary")?;
+    Ok(args.opt_value("result").or_else(|| summary.map(|s| json!({ "summary": s }))))
+}
+
+/// The queue a `create_todo` names: the endpoint's own queue of that name if granted, else the
+/// one team queue of that name; anything else is outside the grant.
+fn creation_target(agent: &AgentScope, queue: &str) -> Result<QueueIdentity> {
+    validate_queue_name("queue", queue)?;
+    let matching = agent.narrow(Some(queue))?;
+    let own = matching.iter().find(|q| q.endpoint_id().is_some());
+    own.or(matching.first())
+        .cloned()
+        .ok_or_else(|| Error::forbidden(format!("queue {queue} is outside this endpoint's grant")))
+}
