@@ -123,6 +123,18 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     if path == Path::Base {
         store = store.benchmark_without_admission_lookup();
     }
+    let (actor, granted) = seed(&store, path).await;
+    let (latencies, mut completes) = drive_claimers(&store, &actor, &granted, claimers, duration).await;
+    completes.sort();
+    let complete_p50_ms = completes.get(completes.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    store.pool().close().await;
+    engine::testing::drop_database(&db).await;
+    measure(latencies, complete_p50_ms, duration)
+}
+
+/// The world one run claims from: a human, an endpoint over the path's queues, their policies
+/// and pending work. Returns the claiming agent and the queues it is granted.
+async fn seed(store: &PgStore, path: Path) -> (Actor, Vec<QueueIdentity>) {
     let (_, token) = store.bootstrap_human("bench", false).await.expect("human");
     let human = store.human_by_token(&hash_token(&token)).await.expect("lookup").expect("human");
     let queues: Vec<String> = match path {
@@ -161,30 +173,45 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
             .expect("policy");
     }
     if path == Path::ManyExhausted {
-        // 199 queues with a spent budget and older pending work than the admitted queue's.
-        let spent = Policy::from_request(
-            &json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
-        )
-        .expect("policy");
-        for queue in &queues[..EXHAUSTED_QUEUES] {
-            store.set_policy(&QueueIdentity::endpoint(&endpoint.id, queue), &spent, &nobody).await.expect("policy");
-        }
-        sqlx::query(
-            "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \
-             SELECT id, date_trunc('day', now()), 1, now() FROM admission_policies WHERE max_claims_per_window = 1",
-        )
-        .execute(store.pool())
-        .await
-        .expect("spend budgets");
-        insert_todos(&store, &endpoint.id, &queues[..EXHAUSTED_QUEUES], 5, "-1 hour").await;
+        exhaust_queues(store, &endpoint.id, &queues[..EXHAUSTED_QUEUES], &nobody).await;
     }
     // Enough pending work in the admitted queue for the whole run.
-    insert_todos(&store, &endpoint.id, std::slice::from_ref(&admitted_queue), 60_000, "0 seconds").await;
+    insert_todos(store, &endpoint.id, std::slice::from_ref(&admitted_queue), 60_000, "0 seconds").await;
     sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
+    (actor, granted)
+}
 
+/// Queues with a spent budget and older pending work than the admitted queue's.
+async fn exhaust_queues(store: &PgStore, endpoint_id: &str, queues: &[String], nobody: &PolicyActor) {
+    let spent = Policy::from_request(
+        &json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
+    )
+    .expect("policy");
+    for queue in queues {
+        store.set_policy(&QueueIdentity::endpoint(endpoint_id, queue), &spent, nobody).await.expect("policy");
+    }
+    sqlx::query(
+        "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \
+         SELECT id, date_trunc('day', now()), 1, now() FROM admission_policies WHERE max_claims_per_window = 1",
+    )
+    .execute(store.pool())
+    .await
+    .expect("spend budgets");
+    insert_todos(store, endpoint_id, queues, 5, "-1 hour").await;
+}
+
+/// `claimers` workers loop claim_next then complete until `duration` is up. Returns every claim's
+/// latency and every complete's latency.
+async fn drive_claimers(
+    store: &PgStore,
+    actor: &Actor,
+    granted: &[QueueIdentity],
+    claimers: usize,
+    duration: Duration,
+) -> (Vec<Duration>, Vec<Duration>) {
     let deadline = Instant::now() + duration;
     let workers = (0..claimers).map(|_| {
-        let (store, actor, granted) = (store.clone(), actor.clone(), granted.clone());
+        let (store, actor, granted) = (store.clone(), actor.clone(), granted.to_vec());
         tokio::spawn(async move {
             let (mut latencies, mut completes) = (Vec::new(), Vec::new());
             while Instant::now() < deadline {
@@ -207,10 +234,10 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
         latencies.extend(claims);
         completes.extend(completed);
     }
-    completes.sort();
-    let complete_p50_ms = completes.get(completes.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
-    store.pool().close().await;
-    engine::testing::drop_database(&db).await;
+    (latencies, completes)
+}
+
+fn measure(mut latencies: Vec<Duration>, complete_p50_ms: f64, duration: Duration) -> Measured {
     latencies.sort();
     let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
     Measured {

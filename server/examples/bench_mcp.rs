@@ -11,7 +11,8 @@ use models::identity::QueueIdentity;
 use models::scope::Actor;
 use models::store::{AgentLookup, ClaimNext, NewEndpoint, PolicyActor, Store, SystemClock};
 use serde_json::{Value, json};
-use server::app::{AppState, router};
+use server::app::router;
+use server::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,34 @@ async fn run(budgeted: bool, through_mcp: bool, duration: Duration) -> (f64, f64
     let db = engine::testing::fresh_database().await;
     let settings = PoolSettings { connections_max: AGENTS as u32 + 8, acquire_timeout: Duration::from_secs(30) };
     let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
+    let agent = seed(&store, budgeted).await;
+    let base = if through_mcp { Some(serve_mcp(&store, &agent.slug).await) } else { None };
+    let deadline = Instant::now() + duration;
+    let agents: Vec<_> =
+        (0..AGENTS).map(|_| tokio::spawn(agent_loop(store.clone(), agent.clone(), base.clone(), deadline))).collect();
+    let mut latencies: Vec<Duration> = Vec::new();
+    for agent in agents {
+        latencies.extend(agent.await.expect("join"));
+    }
+    store.pool().close().await;
+    engine::testing::drop_database(&db).await;
+    latencies.sort();
+    let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
+    (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
+}
+
+/// The endpoint every agent of a run claims as: its scope for the engine loop, its slug and
+/// bearer for the MCP loop.
+#[derive(Clone)]
+struct BenchAgent {
+    actor: Actor,
+    granted: Vec<QueueIdentity>,
+    slug: String,
+    key: String,
+}
+
+/// A human, an endpoint with one queue `work` (budgeted or not) and 40 000 pending todos in it.
+async fn seed(store: &PgStore, budgeted: bool) -> BenchAgent {
     let (_, token) = store.bootstrap_human("bench", false).await.expect("human");
     let human = store.human_by_token(&hash_token(&token)).await.expect("lookup").expect("human");
     let key = new_token("sbk_");
@@ -78,61 +107,51 @@ async fn run(budgeted: bool, through_mcp: bool, duration: Duration) -> (f64, f64
         panic!("agent lookup");
     };
     let (actor, granted) = (Actor::Agent((*scope).clone()), scope.granted.clone());
+    BenchAgent { actor, granted, slug: endpoint.slug, key }
+}
 
-    let base = if through_mcp {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let address = listener.local_addr().expect("address");
-        let app = router(AppState::new(store.clone()));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Some(format!("http://{address}/mcp/{}", endpoint.slug))
-    } else {
-        None
-    };
-    let deadline = Instant::now() + duration;
-    let agents: Vec<_> = (0..AGENTS)
-        .map(|_| {
-            let (store, actor, granted, base, key) = (store.clone(), actor.clone(), granted.clone(), base.clone(), key.clone());
-            tokio::spawn(async move {
-                let http = reqwest::Client::new();
-                let call = |name: &'static str, arguments: Value| {
-                    let (http, base, key) = (http.clone(), base.clone().unwrap_or_default(), key.clone());
-                    async move {
-                        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
-                        let answer: Value = http.post(base).bearer_auth(key).json(&body).send().await.expect("post").json().await.expect("json");
-                        answer["result"]["structuredContent"].clone()
-                    }
-                };
-                let mut latencies = Vec::new();
-                while Instant::now() < deadline {
-                    let started = Instant::now();
-                    let id = if base.is_some() {
-                        let claimed = call("claim_next", json!({})).await;
-                        latencies.push(started.elapsed());
-                        claimed["todo"]["id"].as_str().expect("claimed").to_string()
-                    } else {
-                        let ClaimNext::Claimed(claimed) = store.claim_next(&actor, &granted, 300).await.expect("claim") else {
-                            panic!("ran dry")
-                        };
-                        latencies.push(started.elapsed());
-                        claimed.todo.id
-                    };
-                    if base.is_some() {
-                        call("complete", json!({"id": id})).await;
-                    } else {
-                        store.complete(&actor, &id, None).await.expect("complete");
-                    }
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut latencies: Vec<Duration> = Vec::new();
-    for agent in agents {
-        latencies.extend(agent.await.expect("join"));
+/// Serves the app on a free local port; returns the endpoint's MCP URL.
+async fn serve_mcp(store: &PgStore, slug: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let app = router(AppState::new(store.clone()));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}/mcp/{slug}")
+}
+
+/// One agent: claim_next then complete until the deadline, through MCP when `base` is its URL,
+/// else on the engine directly. Returns each claim's latency.
+async fn agent_loop(store: PgStore, agent: BenchAgent, base: Option<String>, deadline: Instant) -> Vec<Duration> {
+    let http = reqwest::Client::new();
+    let BenchAgent { actor, granted, key, .. } = agent;
+    let mut latencies = Vec::new();
+    while Instant::now() < deadline {
+        let started = Instant::now();
+        let id = if let Some(base) = &base {
+            let claimed = call_tool(&http, base, &key, "claim_next", json!({})).await;
+            latencies.push(started.elapsed());
+            claimed["todo"]["id"].as_str().expect("claimed").to_string()
+        } else {
+            let ClaimNext::Claimed(claimed) = store.claim_next(&actor, &granted, 300).await.expect("claim") else {
+                panic!("ran dry")
+            };
+            latencies.push(started.elapsed());
+            claimed.todo.id
+        };
+        if let Some(base) = &base {
+            call_tool(&http, base, &key, "complete", json!({"id": id})).await;
+        } else {
+            store.complete(&actor, &id, None).await.expect("complete");
+        }
     }
-    store.pool().close().await;
-    engine::testing::drop_database(&db).await;
-    latencies.sort();
-    let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
-    (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
+    latencies
+}
+
+/// One MCP `tools/call`; returns the result's `structuredContent`.
+async fn call_tool(http: &reqwest::Client, base: &str, key: &str, name: &str, arguments: Value) -> Value {
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+    let answer: Value =
+        http.post(base).bearer_auth(key).json(&body).send().await.expect("post").json().await.expect("json");
+    answer["result"]["structuredContent"].clone()
 }

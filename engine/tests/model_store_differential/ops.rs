@@ -161,22 +161,46 @@ pub(crate) fn final_ops() -> Vec<Op> {
 
 /// The scripted edges. Todos are numbered by first appearance, so the comments name them.
 pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
-    let at = |rfc3339: &str| DateTime::parse_from_rfc3339(rfc3339).expect("instant").to_utc();
-    let create = |identity: usize, n: usize, key: Option<&str>, max_attempts: i32| Op::Create {
+    assert_eq!(start, at("2026-03-07T18:00:00Z"), "the script's instants assume this start");
+    [
+        daily_budget_across_spring_forward(),
+        in_flight_cap_counts_lapsed_claims(),
+        dedup_keys_across_dead_letters_and_discards(),
+        intake_capacity_refuses_whole_deliveries(),
+        half_hour_zone_corrupt_zone_and_clear(),
+        zero_pauses_and_week_window(),
+        purge_keeps_the_audit_and_usage_is_pruned(),
+    ]
+    .concat()
+}
+
+fn at(rfc3339: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(rfc3339).expect("instant").to_utc()
+}
+
+/// Scripted todo `n`, created by human 0.
+fn create(identity: usize, n: usize, key: Option<&str>, max_attempts: i32) -> Op {
+    Op::Create {
         identity,
         title: format!("scripted {n}"),
         key: key.map(str::to_string),
         max_attempts,
         by: Creator::Human(0),
         payload: None,
-    };
-    let next = |actor: usize, queues: &[usize]| Op::ClaimNext { actor, queues: queues.to_vec(), lease: 300 };
-    let policy = |identity: usize, policy: Value| Op::SetPolicy { identity, policy, human: 0, via_endpoint: false };
-    let kolkata_hourly =
-        json!({"max_claims_per_window": 1, "window": {"period": "hour", "tz": "Asia/Kolkata", "start": "00:00"}});
-    assert_eq!(start, at("2026-03-07T18:00:00Z"), "the script's instants assume this start");
+    }
+}
+
+fn next(actor: usize, queues: &[usize]) -> Op {
+    Op::ClaimNext { actor, queues: queues.to_vec(), lease: 300 }
+}
+
+fn policy(identity: usize, policy: Value) -> Op {
+    Op::SetPolicy { identity, policy, human: 0, via_endpoint: false }
+}
+
+/// REQ-1 "A daily budget" (REQ-5: the spring-forward day is a 23-hour window); REQ-7.
+fn daily_budget_across_spring_forward() -> Vec<Op> {
     vec![
-        // REQ-1 "A daily budget" (REQ-5: the spring-forward day is a 23-hour window); REQ-7.
         policy(
             0,
             json!({"max_claims_per_window": 2,
@@ -200,7 +224,12 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
         next(0, &[0]),
         next(0, &[0]),
         Op::PolicyDetail { identity: 0 },
-        // REQ-4 the in-flight cap counts lapsed claims; a takeover does not count itself; REQ-10.
+    ]
+}
+
+/// REQ-4 the in-flight cap counts lapsed claims; a takeover does not count itself; REQ-10.
+fn in_flight_cap_counts_lapsed_claims() -> Vec<Op> {
+    vec![
         Op::SetPolicy { identity: 0, policy: json!({"max_in_flight": 2}), human: 0, via_endpoint: true },
         Op::Claim { actor: 2, todo: 3, lease: 300 },
         policy(0, json!({"max_in_flight": 3})),
@@ -214,7 +243,12 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
         Op::Reap,
         Op::RetryNow { actor: 2, todo: 0 },
         Op::ListTodos { owners_of: Some(0), queues: vec![], state: None, limit: 10 },
-        // Dedup: a dead letter frees its key; Retry now then collides; discarded keeps the slot.
+    ]
+}
+
+/// Dedup: a dead letter frees its key; Retry now then collides; discarded keeps the slot.
+fn dedup_keys_across_dead_letters_and_discards() -> Vec<Op> {
+    vec![
         create(1, 4, Some("k"), 1),
         next(0, &[1]),
         Op::Fail { actor: 0, todo: 4, result: None },
@@ -225,7 +259,12 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
         create(1, 7, Some("k"), 1),
         Op::Discard { identity: 1, todo: 5 },
         Op::Discard { identity: 0, todo: 5 },
-        // Intake capacity: a full copy refuses the whole delivery, which stays unrecorded.
+    ]
+}
+
+/// Intake capacity: a full copy refuses the whole delivery, which stays unrecorded.
+fn intake_capacity_refuses_whole_deliveries() -> Vec<Op> {
+    vec![
         Op::SetCapacity { max: 1 },
         Op::Ingest { webhook: 1, delivery: "x".into(), title: "hook x".into(), key: None },
         Op::Ingest { webhook: 1, delivery: "y".into(), title: "hook y".into(), key: None },
@@ -236,7 +275,14 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
         Op::SetCapacity { max: 0 },
         Op::Ingest { webhook: 1, delivery: "y".into(), title: "hook y again".into(), key: None },
         Op::Ingest { webhook: 0, delivery: "y".into(), title: "hook y single".into(), key: None },
-        // REQ-5 an hour window in a half-hour zone; REQ-9 a corrupt zone; REQ-10 clear and re-set.
+    ]
+}
+
+/// REQ-5 an hour window in a half-hour zone; REQ-9 a corrupt zone; REQ-10 clear and re-set.
+fn half_hour_zone_corrupt_zone_and_clear() -> Vec<Op> {
+    let kolkata_hourly =
+        json!({"max_claims_per_window": 1, "window": {"period": "hour", "tz": "Asia/Kolkata", "start": "00:00"}});
+    vec![
         policy(3, kolkata_hourly.clone()),
         create(3, 10, None, 3),
         next(1, &[3]),
@@ -253,7 +299,12 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
         next(1, &[3]),
         Op::PolicyAudit { identity: 3, limit: 10 },
         Op::PolicyDetail { identity: 3 },
-        // REQ-1 zero pauses; a week window in Berlin.
+    ]
+}
+
+/// REQ-1 zero pauses; a week window in Berlin.
+fn zero_pauses_and_week_window() -> Vec<Op> {
+    vec![
         policy(
             2,
             json!({"max_in_flight": 0, "max_claims_per_window": 5,
@@ -268,13 +319,17 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
             "window": {"period": "week", "tz": "Europe/Berlin", "start": "09:15", "weekday": "Sun"}}),
         ),
         next(0, &[0, 1, 2]),
-        // Purge: the policy goes, the audit stays, a stale claimant finds nothing.
+    ]
+}
+
+/// Purge: the policy goes, the audit stays, a stale claimant finds nothing; REQ-1 usage retention.
+fn purge_keeps_the_audit_and_usage_is_pruned() -> Vec<Op> {
+    vec![
         next(0, &[0]),
         Op::Purge { identity: 0 },
         Op::Complete { actor: 0, todo: 0, result: None },
         Op::PolicyDetail { identity: 0 },
         Op::PolicyAudit { identity: 0, limit: 50 },
-        // REQ-1 usage retention.
         Op::Advance(Duration::days(36)),
         Op::Prune,
         Op::Prune,

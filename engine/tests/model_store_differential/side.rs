@@ -95,11 +95,55 @@ pub(crate) async fn setup<S: Corruptible>(
 ) -> (Side<S>, Vec<String>) {
     let mut norm = Normaliser::default();
     norm.slugs.push((team_slug, "<team-slug>".into()));
-    let mut transcript = Vec::new();
+    let mut log = Transcript { norm, lines: Vec::new() };
     let mut humans = Vec::new();
     for hash in &human_hashes {
         humans.push(store.human_by_token(hash).await.expect("lookup").expect("human"));
     }
+    let (endpoints, mut actors) = vend_agents(&store, &humans, &team_id, &mut log).await;
+    let humans = humans_after_vending(&store, &human_hashes, &mut log).await;
+    operator_tokens(&store, &humans, &mut log).await;
+    endpoint_credentials(&store, &endpoints, &mut log).await;
+    log.push(&store.resolve_scope(&humans[0].reach, &ScopeRef::Team("core".into())).await);
+    log.push(&store.resolve_scope(&humans[0].reach, &ScopeRef::Team(team_id.clone())).await);
+    log.push(&store.resolve_scope(&humans[1].manages, &ScopeRef::Endpoint(endpoints[0].clone())).await);
+    actors.push(Actor::Human(humans[0].clone()));
+    actors.push(Actor::Human(humans[1].clone()));
+    let identities = vec![
+        QueueIdentity::endpoint(endpoints[0].clone(), "inbox"),
+        QueueIdentity::endpoint(endpoints[0].clone(), "lane"),
+        QueueIdentity::endpoint(endpoints[0].clone(), "slow"),
+        QueueIdentity::team(team_id.clone(), "triage"),
+        QueueIdentity::endpoint(endpoints[1].clone(), "inbox"),
+        QueueIdentity::endpoint(endpoints[1].clone(), "lane"),
+    ];
+    let webhooks = webhooks(&store, &humans, &identities, &mut log).await;
+    let Transcript { norm, lines: transcript } = log;
+    let side = Side { store, humans, actors, endpoints, identities, webhooks, norm };
+    (side, transcript)
+}
+
+/// The setup's transcript: every answer normalised, in the order the stores gave them.
+struct Transcript {
+    norm: Normaliser,
+    lines: Vec<String>,
+}
+
+impl Transcript {
+    fn push<T: std::fmt::Debug>(&mut self, value: &T) {
+        let line = self.norm.of(value);
+        self.lines.push(line);
+    }
+}
+
+/// Each human vends one agent endpoint (with the team's `triage` queue) and it authenticates
+/// under its own slug only. Returns the endpoint ids and the two agent actors.
+async fn vend_agents<S: Corruptible>(
+    store: &S,
+    humans: &[HumanScope],
+    team_id: &str,
+    log: &mut Transcript,
+) -> (Vec<String>, Vec<Actor>) {
     let mut endpoints = Vec::new();
     let mut actors = Vec::new();
     for (i, (name, own)) in
@@ -112,93 +156,102 @@ pub(crate) async fn setup<S: Corruptible>(
                 owner_human_id: Some(humans[i].human.id.clone()),
                 owner_team_id: None,
                 own_queues: own.iter().map(|q| q.to_string()).collect(),
-                team_queues: vec![(team_id.clone(), "triage".into())],
+                team_queues: vec![(team_id.to_string(), "triage".into())],
                 verbs: models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect(),
                 token_hash: token_hash.clone(),
                 created_by_human_id: Some(humans[i].human.id.clone()),
             })
             .await
             .expect("vend");
-        norm.slugs.push((vended.slug.clone(), format!("<endpoint-slug-{i}>")));
-        transcript.push(norm.of(&vended));
-        transcript.push(norm.of(&store.agent_by_token("someone-else", &token_hash).await));
+        log.norm.slugs.push((vended.slug.clone(), format!("<endpoint-slug-{i}>")));
+        log.push(&vended);
+        log.push(&store.agent_by_token("someone-else", &token_hash).await);
         let AgentLookup::Found(scope) = store.agent_by_token(&vended.slug, &token_hash).await.expect("lookup") else {
             panic!("the vended endpoint does not authenticate");
         };
-        transcript.push(norm.of(&scope));
+        log.push(&scope);
         endpoints.push(vended.id);
         actors.push(Actor::Agent(*scope));
     }
-    humans.clear();
-    for hash in &human_hashes {
+    (endpoints, actors)
+}
+
+/// The humans looked up again, now that they own endpoints, with what each can see.
+async fn humans_after_vending<S: Corruptible>(
+    store: &S,
+    human_hashes: &[String; 2],
+    log: &mut Transcript,
+) -> Vec<HumanScope> {
+    let mut humans = Vec::new();
+    for hash in human_hashes {
         let human = store.human_by_token(hash).await.expect("lookup").expect("human");
-        transcript.push(norm.of(&human));
-        transcript.push(norm.of(&store.list_endpoints(&human).await));
-        transcript.push(norm.of(&store.list_teams(&human).await));
+        log.push(&human);
+        log.push(&store.list_endpoints(&human).await);
+        log.push(&store.list_teams(&human).await);
         humans.push(human);
     }
-    transcript
-        .push(norm.of(&store.mint_token(&humans[1].human.id, Some("second"), &hash_token("bob-second"), None).await));
-    transcript.push(norm.of(&store.mint_token(&humans[1].human.id, None, &hash_token("bob-second"), None).await));
-    // Credential management (issue #14): a human's own tokens only; an expiring token; revoking.
-    transcript.push(
-        norm.of(&store.mint_token(&humans[1].human.id, Some("brief"), &hash_token("bob-brief"), Some(600)).await),
-    );
+    humans
+}
+
+/// Credential management (issue #14): a human's own tokens only; an expiring token; revoking.
+async fn operator_tokens<S: Corruptible>(store: &S, humans: &[HumanScope], log: &mut Transcript) {
+    log.push(&store.mint_token(&humans[1].human.id, Some("second"), &hash_token("bob-second"), None).await);
+    log.push(&store.mint_token(&humans[1].human.id, None, &hash_token("bob-second"), None).await);
+    log.push(&store.mint_token(&humans[1].human.id, Some("brief"), &hash_token("bob-brief"), Some(600)).await);
     let tokens = store.list_tokens(&humans[1].human.id).await.expect("tokens");
     let shown = |tokens: &[models::store::ApiToken]| -> Vec<(String, Option<String>, bool)> {
         tokens.iter().map(|t| (t.id.clone(), t.label.clone(), t.expires_at.is_some())).collect()
     };
-    transcript.push(norm.of(&shown(&tokens)));
-    transcript.push(norm.of(&store.revoke_token(&humans[0].human.id, &tokens[1].id).await));
-    transcript.push(norm.of(&store.revoke_token(&humans[1].human.id, &tokens[1].id).await));
-    transcript.push(norm.of(&store.revoke_token(&humans[1].human.id, &tokens[1].id).await));
-    transcript.push(norm.of(&store.human_by_token(&hash_token("bob-second")).await.map(|h| h.is_some())));
-    transcript.push(norm.of(&store.human_by_token(&hash_token("bob-brief")).await.map(|h| h.is_some())));
-    transcript.push(norm.of(&shown(&store.list_tokens(&humans[1].human.id).await.expect("tokens"))));
-    // An endpoint's credential: revoked, rotated to a new digest, and rotated back.
+    log.push(&shown(&tokens));
+    log.push(&store.revoke_token(&humans[0].human.id, &tokens[1].id).await);
+    log.push(&store.revoke_token(&humans[1].human.id, &tokens[1].id).await);
+    log.push(&store.revoke_token(&humans[1].human.id, &tokens[1].id).await);
+    log.push(&store.human_by_token(&hash_token("bob-second")).await.map(|h| h.is_some()));
+    log.push(&store.human_by_token(&hash_token("bob-brief")).await.map(|h| h.is_some()));
+    log.push(&shown(&store.list_tokens(&humans[1].human.id).await.expect("tokens")));
+}
+
+/// An endpoint's credential: revoked, rotated to a new digest, and rotated back.
+async fn endpoint_credentials<S: Corruptible>(store: &S, endpoints: &[String], log: &mut Transcript) {
     let (original, rotated) = (hash_token("agent-token-1"), hash_token("agent-token-1-rotated"));
-    transcript.push(norm.of(&store.revoke_endpoint(&endpoints[1]).await));
-    transcript.push(norm.of(&store.revoke_endpoint("ep_nosuchendpoint").await));
-    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &original).await.map(|a| a == AgentLookup::Unknown)));
-    transcript.push(norm.of(&store.rotate_endpoint(&endpoints[1], &rotated).await));
-    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &original).await.map(|a| a == AgentLookup::Unknown)));
-    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &rotated).await.map(|a| a == AgentLookup::Unknown)));
-    transcript.push(norm.of(&store.rotate_endpoint(&endpoints[1], &original).await));
-    transcript.push(norm.of(&store.agent_by_token(&endpoints[1], &original).await.map(|a| a == AgentLookup::Unknown)));
-    transcript.push(norm.of(&store.resolve_scope(&humans[0].reach, &ScopeRef::Team("core".into())).await));
-    transcript.push(norm.of(&store.resolve_scope(&humans[0].reach, &ScopeRef::Team(team_id.clone())).await));
-    transcript.push(norm.of(&store.resolve_scope(&humans[1].manages, &ScopeRef::Endpoint(endpoints[0].clone())).await));
-    actors.push(Actor::Human(humans[0].clone()));
-    actors.push(Actor::Human(humans[1].clone()));
-    let identities = vec![
-        QueueIdentity::endpoint(endpoints[0].clone(), "inbox"),
-        QueueIdentity::endpoint(endpoints[0].clone(), "lane"),
-        QueueIdentity::endpoint(endpoints[0].clone(), "slow"),
-        QueueIdentity::team(team_id.clone(), "triage"),
-        QueueIdentity::endpoint(endpoints[1].clone(), "inbox"),
-        QueueIdentity::endpoint(endpoints[1].clone(), "lane"),
-    ];
+    let unknown = |lookup: Result<AgentLookup, _>| lookup.map(|a| a == AgentLookup::Unknown);
+    log.push(&store.revoke_endpoint(&endpoints[1]).await);
+    log.push(&store.revoke_endpoint("ep_nosuchendpoint").await);
+    log.push(&unknown(store.agent_by_token(&endpoints[1], &original).await));
+    log.push(&store.rotate_endpoint(&endpoints[1], &rotated).await);
+    log.push(&unknown(store.agent_by_token(&endpoints[1], &original).await));
+    log.push(&unknown(store.agent_by_token(&endpoints[1], &rotated).await));
+    log.push(&store.rotate_endpoint(&endpoints[1], &original).await);
+    log.push(&unknown(store.agent_by_token(&endpoints[1], &original).await));
+}
+
+/// The two webhooks the operations ingest through (single, fan-out), after webhook management
+/// (issue #14) was exercised on a third one: the owner's only; rotating; deleting.
+async fn webhooks<S: Corruptible>(
+    store: &S,
+    humans: &[HumanScope],
+    identities: &[QueueIdentity],
+    log: &mut Transcript,
+) -> Vec<String> {
     let alice = humans[0].human.id.clone();
     let single = store.create_webhook(&alice, "single", "s1", &identities[..1]).await.expect("webhook");
     // A fan-out to two endpoints (REQ-2): its copies share an instant, so no test read spans both.
     let fan_out = store.create_webhook(&alice, "fan-out", "s2", &[identities[1].clone(), identities[4].clone()]).await;
     let fan_out = fan_out.expect("webhook");
-    transcript.push(norm.of(&store.webhook_for_ingest_unscoped(&fan_out).await));
-    transcript.push(norm.of(&store.create_webhook("hu_nobody", "orphan", "s3", &identities[..1]).await));
-    // Webhook management (issue #14): the owner's only; rotating; deleting a third one.
+    log.push(&store.webhook_for_ingest_unscoped(&fan_out).await);
+    log.push(&store.create_webhook("hu_nobody", "orphan", "s3", &identities[..1]).await);
     let doomed = store.create_webhook(&alice, "doomed", "s4", &identities[..1]).await.expect("webhook");
-    transcript.push(norm.of(&store.list_webhooks(&alice).await));
-    transcript.push(norm.of(&store.list_webhooks(&humans[1].human.id).await));
-    transcript.push(norm.of(&store.rotate_webhook_secret(&humans[1].human.id, &single, "stolen").await));
-    transcript.push(norm.of(&store.rotate_webhook_secret(&alice, &single, "s1-rotated").await));
-    transcript.push(norm.of(&store.webhook_for_ingest_unscoped(&single).await));
-    transcript.push(norm.of(&store.delete_webhook(&humans[1].human.id, &doomed).await));
-    transcript.push(norm.of(&store.delete_webhook(&alice, &doomed).await));
-    transcript.push(norm.of(&store.delete_webhook(&alice, &doomed).await));
-    transcript.push(norm.of(&store.webhook_for_ingest_unscoped(&doomed).await));
-    transcript.push(norm.of(&store.list_webhooks(&alice).await));
-    let side = Side { store, humans, actors, endpoints, identities, webhooks: vec![single, fan_out], norm };
-    (side, transcript)
+    log.push(&store.list_webhooks(&alice).await);
+    log.push(&store.list_webhooks(&humans[1].human.id).await);
+    log.push(&store.rotate_webhook_secret(&humans[1].human.id, &single, "stolen").await);
+    log.push(&store.rotate_webhook_secret(&alice, &single, "s1-rotated").await);
+    log.push(&store.webhook_for_ingest_unscoped(&single).await);
+    log.push(&store.delete_webhook(&humans[1].human.id, &doomed).await);
+    log.push(&store.delete_webhook(&alice, &doomed).await);
+    log.push(&store.delete_webhook(&alice, &doomed).await);
+    log.push(&store.webhook_for_ingest_unscoped(&doomed).await);
+    log.push(&store.list_webhooks(&alice).await);
+    vec![single, fan_out]
 }
 
 impl<S: Corruptible> Side<S> {
