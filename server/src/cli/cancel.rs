@@ -7,7 +7,7 @@
 //! decides everything else (who may remove, which todos are still pending, the exact count).
 
 use super::client::{Api, Failure};
-use super::render::{clip, emit, one_line, text};
+use super::render::{clip, emit, emit_done, one_line, text};
 use reqwest::Method;
 use serde_json::Value;
 use std::io::{BufRead, IsTerminal, Write};
@@ -63,14 +63,7 @@ pub async fn remove(api: &Api, id: &str, yes: bool, json: bool) -> Result<(), Fa
         ask(&remove_question(id, todo))?;
     }
     let raw = api.send(Method::DELETE, api.url(&["queues", scope, queue, "todos", id], &[]), None).await?;
-    if json {
-        // 204 has no body; print whatever came, which is the API body verbatim.
-        if !raw.is_empty() {
-            emit(&raw);
-        }
-    } else {
-        emit(&format!("removed {id}"));
-    }
+    emit_done(&raw, json, &format!("removed {id}"));
     Ok(())
 }
 

@@ -1,14 +1,16 @@
 //! `switchboard endpoint presence|clock-in|clock-out|shift|hook …` over
 //! `/api/v1/endpoints/{ref}/presence|shift|hooks` (SPEC-0030 REQ-8 push; `docs/push.md`): whether
 //! an endpoint is rung for new work now, its working hours, and the notify hooks that wake an
-//! agent with no open stream.
+//! agent with no open stream. And `switchboard endpoint revoke|rotate` over
+//! `/api/v1/endpoints/{ref}/revoke|rotate` (contract §3, issue #14): its MCP credential.
 //!
-//! A hook's signing secret is printed once, when the hook is added; nothing can show it again.
+//! A hook's signing secret is printed once, when the hook is added, and a rotated MCP credential
+//! once, when it is issued; nothing can show either again.
 //! The server validates every shift, duration and hook URL (the SSRF guard included), so this
 //! file only shapes requests and draws answers.
 
 use super::client::{Api, Failure};
-use super::render::{Table, Viewer, emit, instant, text};
+use super::render::{Table, Viewer, emit, emit_done, instant, text};
 use clap::{ArgGroup, Subcommand};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -66,6 +68,34 @@ pub enum EndpointCommand {
     Hook {
         #[command(subcommand)]
         command: HookCommand,
+    },
+    /// Revoke REF's MCP credential (sbk_): its agent is refused (401); the endpoint and its work stay.
+    #[command(long_about = "Revoke an endpoint's MCP credential (sbk_...).
+
+        Its agent is refused (401) from then on and its open streams close; the endpoint, its
+        queues and their todos stay. `switchboard endpoint rotate REF` issues a new credential and
+        makes the endpoint live again.
+
+        Examples:
+          switchboard endpoint revoke triage-bot")]
+    Revoke {
+        /// The endpoint's slug or id (ep_...).
+        #[arg(value_parser = parse_reference)]
+        reference: String,
+    },
+    /// Issue REF a new MCP credential (sbk_), printed this once only; the old one is refused at once.
+    #[command(long_about = "Issue an endpoint a new MCP credential (sbk_...), printed this once only.
+
+        The old credential is refused (401) at once and the endpoint's open streams close, so give
+        the new one to its agent right away. A revoked endpoint is live again.
+
+        Examples:
+          switchboard endpoint rotate triage-bot
+          switchboard endpoint rotate triage-bot --json")]
+    Rotate {
+        /// The endpoint's slug or id (ep_...).
+        #[arg(value_parser = parse_reference)]
+        reference: String,
     },
 }
 
@@ -143,6 +173,18 @@ pub async fn run(api: &Api, command: EndpointCommand, json: bool) -> Result<(), 
             Ok(())
         }
         EndpointCommand::Hook { command } => hook(api, command, json).await,
+        EndpointCommand::Revoke { reference } => {
+            let url = api.url(&["endpoints", &reference, "revoke"], &[]);
+            let raw = api.send(Method::POST, url, None).await?;
+            emit_done(&raw, json, &format!("revoked the MCP credential of endpoint {reference}"));
+            Ok(())
+        }
+        EndpointCommand::Rotate { reference } => {
+            let url = api.url(&["endpoints", &reference, "rotate"], &[]);
+            let (raw, answer) = api.send_json(Method::POST, url, None).await?;
+            emit(&if json { raw } else { rotated_text(&reference, &answer) });
+            Ok(())
+        }
     }
 }
 
@@ -175,14 +217,7 @@ async fn hook(api: &Api, command: HookCommand, json: bool) -> Result<(), Failure
         }
         HookCommand::Remove { reference, hook_id } => {
             let raw = api.send(Method::DELETE, hooks_url(api, &reference, &[&hook_id]), None).await?;
-            if json {
-                // 204 has no body; print whatever came, which is the API body verbatim.
-                if !raw.is_empty() {
-                    emit(&raw);
-                }
-            } else {
-                emit(&format!("removed hook {hook_id}"));
-            }
+            emit_done(&raw, json, &format!("removed hook {hook_id}"));
             Ok(())
         }
     }
@@ -249,6 +284,15 @@ fn hooks_text(hooks: &[Value]) -> String {
     table.render()
 }
 
+/// `{token}`: the new credential, then the warning that it is never shown again.
+fn rotated_text(reference: &str, answer: &Value) -> String {
+    format!(
+        "rotated the MCP credential of endpoint {reference}\ntoken: {}\n\
+         The token is shown this once only; the old one is refused from now on.",
+        text(answer.get("token")),
+    )
+}
+
 /// `{outcome, status?|reason?}` as one line, and whether the call was delivered.
 fn test_text(answer: &Value) -> (bool, String) {
     let outcome = text(answer.get("outcome"));
@@ -263,10 +307,7 @@ fn test_text(answer: &Value) -> (bool, String) {
 
 /// REF as a URL segment: a slug or an id, never empty and never a path of its own.
 fn parse_reference(raw: &str) -> Result<String, String> {
-    if raw.is_empty() || raw == "." || raw == ".." || raw.contains('/') {
-        return Err(format!("{raw:?} is not an endpoint slug or id"));
-    }
-    Ok(raw.to_string())
+    super::parse_id(raw, "an endpoint slug or id")
 }
 
 #[cfg(test)]

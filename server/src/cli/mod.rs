@@ -1,8 +1,9 @@
 //! The operator CLI (contract §1): `switchboard queue budget show|set|clear` (SPEC-0030 REQ-10),
 //! `switchboard queue clear` and `switchboard todo list|show|remove` (owner cancellation),
-//! `switchboard system queue-capacity show|set` (intake capacity) and `switchboard endpoint
-//! presence|clock-in|clock-out|shift|hook` (push), spoken over the operator API with a `sbh_`
-//! bearer.
+//! `switchboard system queue-capacity show|set` (intake capacity), `switchboard endpoint
+//! presence|clock-in|clock-out|shift|hook` (push) and the credentials of issue #14 (`switchboard
+//! token create|list|revoke`, `switchboard endpoint revoke|rotate`, `switchboard webhook
+//! list|rotate|delete`), spoken over the operator API with a `sbh_` bearer.
 //!
 //! It owns the command-line grammar of those commands, their exit statuses (0 ok, 1 refused by
 //! the server, unreachable or not confirmed, 2 usage) and how their answers read as tables
@@ -18,6 +19,8 @@ mod client;
 mod endpoint;
 mod render;
 mod todo;
+mod token;
+mod webhook;
 
 use clap::{ArgGroup, Args, Subcommand};
 use client::{Api, Failure};
@@ -27,8 +30,7 @@ use std::process::ExitCode;
 /// Where the operator token comes from. Never a flag, so it stays out of shell history and `ps`.
 const TOKEN_VARIABLE: &str = "SWITCHBOARD_TOKEN";
 
-/// Shown under `queue --help`, `todo --help` and `system --help`: what the commands read and
-/// how they exit.
+/// Shown under every operator command's `--help`: what the commands read and how they exit.
 const ENVIRONMENT_HELP: &str = "Environment: SWITCHBOARD_URL (default http://127.0.0.1:8080) and \
     SWITCHBOARD_TOKEN (an sbh_ operator token, as `switchboard admin human add NAME` prints).\n\
     Exit status: 0 ok, 1 refused by the server (it prints `code: message`), unreachable or not \
@@ -61,13 +63,29 @@ pub enum OperatorCommand {
         #[command(subcommand)]
         command: SystemCommand,
     },
-    /// An endpoint's push settings over the operator API: presence, shift and notify hooks.
+    /// An endpoint over the operator API: presence, shift, notify hooks and its MCP credential.
     #[command(after_help = ENVIRONMENT_HELP)]
     Endpoint {
         #[command(flatten)]
         connection: Connection,
         #[command(subcommand)]
         command: endpoint::EndpointCommand,
+    },
+    /// Your operator API tokens (sbh_): create, list and revoke them.
+    #[command(after_help = ENVIRONMENT_HELP)]
+    Token {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: token::TokenCommand,
+    },
+    /// Your webhooks: list them, rotate a signing secret, delete one.
+    #[command(after_help = ENVIRONMENT_HELP)]
+    Webhook {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: webhook::WebhookCommand,
     },
 }
 
@@ -318,6 +336,12 @@ async fn dispatch(command: OperatorCommand) -> Result<(), Failure> {
         OperatorCommand::Endpoint { connection, command } => {
             endpoint::run(&connect(&connection)?, command, connection.json).await
         }
+        OperatorCommand::Token { connection, command } => {
+            token::run(&connect(&connection)?, command, connection.json).await
+        }
+        OperatorCommand::Webhook { connection, command } => {
+            webhook::run(&connect(&connection)?, command, connection.json).await
+        }
     }
 }
 
@@ -344,6 +368,15 @@ fn parse_queue(raw: &str) -> Result<String, String> {
     validate_queue_name("QUEUE", raw).map_err(|e| e.message)?;
     if raw == "." || raw == ".." {
         return Err(format!("a queue named {raw:?} cannot be addressed in a URL; use the web UI"));
+    }
+    Ok(raw.to_string())
+}
+
+/// An id (`what`, e.g. "a token id") as one URL segment: never empty and never a path of its own,
+/// so it cannot address another route.
+fn parse_id(raw: &str, what: &str) -> Result<String, String> {
+    if raw.is_empty() || raw == "." || raw == ".." || raw.contains('/') {
+        return Err(format!("{raw:?} is not {what}"));
     }
     Ok(raw.to_string())
 }
@@ -421,6 +454,34 @@ mod tests {
         assert!(parse(&["queue", "clear", "bot", "inbox"]).is_err(), "SCOPE needs its kind");
         assert!(parse(&["system", "queue-capacity", "set", "ten"]).is_err());
         assert!(parse(&["system", "queue-capacity", "set"]).is_err());
+    }
+
+    #[test]
+    fn credential_commands_parse() {
+        let Ok(OperatorCommand::Token { command: token::TokenCommand::Create { label, expires_in_seconds }, .. }) =
+            parse(&["token", "create", "--label", "ci", "--expires-in", "-5"])
+        else {
+            panic!("token create did not parse");
+        };
+        assert_eq!((label.as_deref(), expires_in_seconds), (Some("ci"), Some(-5)), "the server checks the range");
+        assert!(matches!(
+            parse(&["token", "revoke", "tk_1", "--json"]),
+            Ok(OperatorCommand::Token {
+                command: token::TokenCommand::Revoke { .. },
+                connection: Connection { json: true, .. }
+            })
+        ));
+        assert!(matches!(
+            parse(&["endpoint", "rotate", "bot"]),
+            Ok(OperatorCommand::Endpoint { command: endpoint::EndpointCommand::Rotate { .. }, .. })
+        ));
+        assert!(matches!(
+            parse(&["webhook", "delete", "wh_1"]),
+            Ok(OperatorCommand::Webhook { command: webhook::WebhookCommand::Delete { .. }, .. })
+        ));
+        assert!(parse(&["token", "revoke", ".."]).is_err(), "an id is one URL segment");
+        assert!(parse(&["webhook", "rotate", "wh_1/x"]).is_err());
+        assert!(parse(&["webhook", "rotate"]).is_err());
     }
 
     #[test]

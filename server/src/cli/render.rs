@@ -131,6 +131,16 @@ pub fn emit(text: &str) {
     let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.write_all(newline)).and_then(|()| stdout.flush());
 }
 
+/// The answer to a command the server acknowledges with 204: with --json the API body verbatim
+/// (a 204 has none, so nothing), otherwise `line`, saying what was done.
+pub fn emit_done(raw: &str, json: bool, line: &str) {
+    if !json {
+        emit(line);
+    } else if !raw.is_empty() {
+        emit(raw);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
