@@ -9,14 +9,45 @@ mod support;
 use serde_json::{Value, json};
 use support::{Client, Server, add_human, data_dir};
 
+/// A server on a fresh database, the human alice and her endpoint `worker` with queue `inbox`.
+struct Inbox {
+    _database: engine::testing::TestDatabase,
+    _dir: tempfile::TempDir,
+    server: Server,
+    client: Client,
+    alice: String,
+    worker: Value,
+}
+
+impl Inbox {
+    async fn start() -> Inbox {
+        let database = engine::testing::empty_database().await;
+        let dir = data_dir();
+        let server = Server::start(&["--database-url", &database.url], &[], dir.path());
+        let client = Client::new(&server.base);
+        let (_, alice) = add_human("alice", &["--database-url", &database.url]);
+        let worker = client.vend(&alice, json!({"name": "worker", "queues": ["inbox"]})).await;
+        Inbox { _database: database, _dir: dir, server, client, alice, worker }
+    }
+
+    fn scope(&self) -> String {
+        format!("endpoint:{}", self.worker["slug"].as_str().expect("slug"))
+    }
+
+    /// A webhook named `name` into `inbox`: its ingest URL and secret.
+    async fn webhook(&self, name: &str) -> (String, String) {
+        let targets = json!([{"scope": self.scope(), "queue": "inbox"}]);
+        let (status, hook) =
+            self.client.post("/api/v1/webhooks", &self.alice, json!({"name": name, "targets": targets})).await;
+        assert_eq!(status, 201, "{hook}");
+        let url = self.server.url(&format!("/ingest/{}", hook["id"].as_str().expect("id")));
+        (url, hook["secret"].as_str().expect("secret").to_string())
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nul_character_anywhere_in_a_request_is_refused_naming_the_field() {
-    let database = engine::testing::empty_database().await;
-    let dir = data_dir();
-    let server = Server::start(&["--database-url", &database.url], &[], dir.path());
-    let client = Client::new(&server.base);
-    let (_, alice) = add_human("alice", &["--database-url", &database.url]);
-    let worker = client.vend(&alice, json!({"name": "worker", "queues": ["inbox"]})).await;
+    let Inbox { server, client, alice, worker, .. } = &Inbox::start().await;
     let (slug, key) = (worker["slug"].as_str().expect("slug"), worker["token"].as_str().expect("token"));
     let scope = format!("endpoint:{slug}");
 
@@ -32,7 +63,7 @@ async fn a_nul_character_anywhere_in_a_request_is_refused_naming_the_field() {
         (json!({"payload": {"items": [1, {"name": "x\u{0}"}]}}), "payload"),
         (json!({"payload": {"k\u{0}": true}}), "payload"),
     ] {
-        let (status, answer) = client.post("/api/v1/todos", &alice, todo(extra.clone())).await;
+        let (status, answer) = client.post("/api/v1/todos", alice, todo(extra.clone())).await;
         assert_eq!(status, 400, "{extra}: {answer}");
         assert_eq!(answer["code"], "invalid_argument", "{answer}");
         assert_eq!(answer["field"], field, "{answer}");
@@ -48,11 +79,11 @@ async fn a_nul_character_anywhere_in_a_request_is_refused_naming_the_field() {
     let http = reqwest::Client::new();
     let ingest = http.post(server.url("/ingest/%00")).body("{}").send().await.expect("POST");
     assert_eq!(ingest.status().as_u16(), 404);
-    let (status, answer) = client.get("/api/v1/todos/td_%00", &alice).await;
+    let (status, answer) = client.get("/api/v1/todos/td_%00", alice).await;
     assert!(status == 400 || status == 404, "GET a todo id with a NUL: {status} {answer}");
 
     // Nothing was created by any of it.
-    let (status, listed) = client.get(&format!("/api/v1/todos?scope={scope}&queue=inbox"), &alice).await;
+    let (status, listed) = client.get(&format!("/api/v1/todos?scope={scope}&queue=inbox"), alice).await;
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["todos"], json!([]), "refused requests change nothing");
 }
@@ -62,24 +93,13 @@ async fn a_nul_character_anywhere_in_a_request_is_refused_naming_the_field() {
 // the server stays up and a good delivery still lands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_timestamp_out_of_range_is_refused_and_harms_nothing() {
-    let database = engine::testing::empty_database().await;
-    let dir = data_dir();
-    let server = Server::start(&["--database-url", &database.url], &[], dir.path());
-    let client = Client::new(&server.base);
-    let (_, alice) = add_human("alice", &["--database-url", &database.url]);
-    let worker = client.vend(&alice, json!({"name": "worker", "queues": ["inbox"]})).await;
-    let scope = format!("endpoint:{}", worker["slug"].as_str().expect("slug"));
-    let (status, hook) = client
-        .post("/api/v1/webhooks", &alice, json!({"name": "p", "targets": [{"scope": scope, "queue": "inbox"}]}))
-        .await;
-    assert_eq!(status, 201, "{hook}");
-    let url = server.url(&format!("/ingest/{}", hook["id"].as_str().expect("id")));
-    let secret = hook["secret"].as_str().expect("secret");
+    let inbox = Inbox::start().await;
+    let (url, secret) = inbox.webhook("p").await;
     let body = r#"{"event": "x"}"#;
     let http = reqwest::Client::new();
 
     for timestamp in [Some(i64::MAX.to_string()), Some(i64::MIN.to_string()), Some("1".to_string()), None] {
-        let mut headers = support::sign(secret, "msg_far", body);
+        let mut headers = support::sign(&secret, "msg_far", body);
         match &timestamp {
             Some(value) => {
                 headers.insert("webhook-timestamp", value.parse().expect("header"));
@@ -91,6 +111,78 @@ async fn a_webhook_timestamp_out_of_range_is_refused_and_harms_nothing() {
         let answer = http.post(&url).headers(headers).body(body).send().await.expect("POST ingest");
         assert_eq!(answer.status().as_u16(), 401, "timestamp {timestamp:?}");
     }
-    let good = http.post(&url).headers(support::sign(secret, "msg_ok", body)).body(body).send().await.expect("POST");
+    let good = http.post(&url).headers(support::sign(&secret, "msg_ok", body)).body(body).send().await.expect("POST");
     assert_eq!(good.status().as_u16(), 202, "the server is still up and a fresh delivery lands");
+}
+
+// Issue #14: "a delivery id of 162-200 bytes or an empty title makes a verified delivery fail
+// forever", and a payload with a NUL did too. A verified delivery is the provider's word: it
+// always makes its todo (NULs replaced by U+FFFD, a blank title replaced by the default, a long
+// delivery id hashed into the key) and a redelivery still dedups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_delivery_always_makes_its_todo_and_redelivery_still_dedups() {
+    let inbox = Inbox::start().await;
+    let scope = inbox.scope();
+    let (url, secret) = inbox.webhook("ci").await;
+    let Inbox { client, alice, .. } = &inbox;
+    let http = reqwest::Client::new();
+    let deliver = |delivery_id: String, body: &'static str| {
+        let request = http.post(&url).headers(support::sign(&secret, &delivery_id, body)).body(body);
+        async move {
+            let answer = request.send().await.expect("POST ingest");
+            let status = answer.status().as_u16();
+            (status, answer.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+
+    let long_id = format!("msg_{}", "x".repeat(190));
+    let cases: [(String, &'static str, &str); 4] = [
+        (long_id.clone(), r#"{"title": "long id"}"#, "long id"),
+        ("msg_blank".into(), r#"{"title": "   "}"#, "ci: delivery msg_blank"),
+        ("msg_nul".into(), r#"{"title": "a\u0000b", "data": {"k\u0000": "v\u0000"}}"#, "a\u{FFFD}b"),
+        ("msg_text".into(), "plain text with a \u{0} byte", "ci: delivery msg_text"),
+    ];
+    for (delivery_id, body, _) in &cases {
+        let (status, answer) = deliver(delivery_id.clone(), body).await;
+        assert_eq!(status, 202, "delivery {delivery_id:.20}: {answer}");
+        assert_eq!(answer["deduped"], json!(false), "{answer}");
+    }
+    let (status, again) = deliver(long_id, cases[0].1).await;
+    assert_eq!((status, &again["deduped"]), (202, &json!(true)), "a long delivery id still dedups: {again}");
+
+    let (status, listed) = client.get(&format!("/api/v1/todos?scope={scope}&queue=inbox"), alice).await;
+    assert_eq!(status, 200, "{listed}");
+    let mut titles: Vec<&str> =
+        listed["todos"].as_array().expect("todos").iter().filter_map(|t| t["title"].as_str()).collect();
+    titles.sort_unstable();
+    let mut expected: Vec<&str> = cases.iter().map(|(_, _, title)| *title).collect();
+    expected.sort_unstable();
+    assert_eq!(titles, expected, "one todo per delivery, none refused: {listed}");
+    let nul = listed["todos"].as_array().expect("todos").iter().find(|t| t["title"] == "a\u{FFFD}b").expect("nul todo");
+    let (status, shown) = client.get(&format!("/api/v1/todos/{}", nul["id"].as_str().expect("id")), alice).await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(
+        shown["todo"]["payload"]["data"],
+        json!({"k\u{FFFD}": "v\u{FFFD}"}),
+        "NULs replaced, nothing else: {shown}"
+    );
+}
+
+// Issue #14: the `wh:` key prefix belongs to webhook deliveries; a human or agent cannot take a
+// delivery's dedup slot by creating a todo under its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ingest_key_prefix_is_refused_to_humans_and_agents_naming_the_field() {
+    let inbox = Inbox::start().await;
+    let scope = inbox.scope();
+    let Inbox { client, alice, .. } = &inbox;
+    let body = json!({"scope": scope, "queue": "inbox", "title": "squat", "idempotency_key": "wh:wh_x:msg_1"});
+    let (status, answer) = client.post("/api/v1/todos", alice, body).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["code"], json!("invalid_argument"), "{answer}");
+    assert_eq!(answer["field"], json!("idempotency_key"), "{answer}");
+    let body = json!({"scope": scope, "queue": "inbox", "title": "fine", "idempotency_key": "w:h:msg_1"});
+    let (status, answer) = client.post("/api/v1/todos", alice, body).await;
+    assert_eq!(status, 201, "other keys still work: {answer}");
+    let (_, listed) = client.get(&format!("/api/v1/todos?scope={scope}&queue=inbox"), alice).await;
+    assert_eq!(listed["todos"].as_array().map(Vec::len), Some(1), "the refused create changed nothing: {listed}");
 }

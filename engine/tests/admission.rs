@@ -7,7 +7,7 @@ use chrono::Duration;
 use models::admission::Reason;
 use models::error::Code;
 use models::store::{ClaimNext, Store};
-use models::todo::TodoState;
+use models::todo::{CreatedByKind, NewTodo, TodoState};
 use serde_json::json;
 use support::{
     World, agent_world, at, charged, claimed, daily_pacific, deferred, granted, new_todo, push_n, queue_of, set_policy,
@@ -223,8 +223,10 @@ async fn req3_a_deduped_redelivery_and_a_refusal_charge_nothing() {
         json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
     )
     .await;
-    let first = world.store.create_todo(new_todo(&queue, "delivery", Some("wh:delivery-1"))).await.expect("create");
-    let again = world.store.create_todo(new_todo(&queue, "delivery", Some("wh:delivery-1"))).await.expect("create");
+    let delivery =
+        NewTodo { created_by_kind: CreatedByKind::Ingest, ..new_todo(&queue, "delivery", Some("wh:delivery-1")) };
+    let first = world.store.create_todo(delivery.clone()).await.expect("create");
+    let again = world.store.create_todo(delivery).await.expect("create");
     assert!(again.deduped);
     assert_eq!(charged(&world, &queue).await, 0);
     world.store.claim(&agent, &first.todo.id, 60).await.expect("claim");

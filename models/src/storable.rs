@@ -1,7 +1,8 @@
 //! What PostgreSQL can store: `text` and `jsonb` refuse the NUL character (U+0000), in a string
 //! value or an object key at any depth. Input carrying one is refused at the edge with
 //! `invalid_argument` naming the field, so it never reaches the database as a 500 and changes
-//! nothing (issue #14: bad input gets a clear error).
+//! nothing (issue #14: bad input gets a clear error). The one exception is a verified webhook
+//! delivery, which the provider cannot correct: its NULs are replaced (`storable_value`).
 //!
 //! Exists apart from the validators of each field (titles, keys, payloads) because the rule is
 //! the storage's, not the domain's: one walk over the parsed request covers every field at once.
@@ -35,6 +36,27 @@ pub fn check_text(field: &str, text: &str) -> Result<()> {
     if text.contains('\0') { Err(refused(field)) } else { Ok(()) }
 }
 
+/// What stands in for a NUL where input must be kept rather than refused (a verified webhook
+/// delivery is never refused for its content): U+FFFD, the replacement character.
+pub const NUL_REPLACEMENT: char = '\u{FFFD}';
+
+/// `text` with every NUL replaced by [`NUL_REPLACEMENT`], so PostgreSQL can store it.
+pub fn storable_text(text: &str) -> String {
+    text.replace('\0', &NUL_REPLACEMENT.to_string())
+}
+
+/// `value` with every NUL in a string or key, at any depth, replaced by [`NUL_REPLACEMENT`].
+pub fn storable_value(value: Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(storable_text(&text)),
+        Value::Array(items) => Value::Array(items.into_iter().map(storable_value).collect()),
+        Value::Object(members) => Value::Object(
+            members.into_iter().map(|(name, member)| (storable_text(&name), storable_value(member))).collect(),
+        ),
+        other => other,
+    }
+}
+
 fn refused(path: &str) -> Error {
     let field = path.split(['.', '[']).next().unwrap_or(path).to_string();
     Error::invalid(&field, format!("{path} must not contain the NUL character (\\u0000)"))
@@ -56,6 +78,15 @@ mod tests {
     use super::*;
     use crate::error::Code;
     use serde_json::json;
+
+    #[test]
+    fn storable_value_replaces_every_nul_and_keeps_the_rest() {
+        let value = json!({"a\0": ["x\0y", 1, null, {"k": "\0"}], "b": true});
+        let kept = storable_value(value);
+        assert_eq!(kept, json!({"a\u{FFFD}": ["x\u{FFFD}y", 1, null, {"k": "\u{FFFD}"}], "b": true}));
+        assert!(check_value("payload", &kept).is_ok());
+        assert_eq!(storable_text("plain"), "plain");
+    }
 
     #[test]
     fn a_nul_anywhere_is_refused_naming_the_top_field_and_the_path() {

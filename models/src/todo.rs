@@ -166,14 +166,32 @@ impl NewTodo {
         if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
             return Err(Error::invalid("max_attempts", format!("max_attempts must be 1-{MAX_ATTEMPTS_LIMIT}")));
         }
-        if let Some(key) = &self.idempotency_key
-            && (key.is_empty() || key.len() > 200)
-        {
-            return Err(Error::invalid("idempotency_key", "idempotency_key must be 1-200 bytes"));
+        if let Some(key) = &self.idempotency_key {
+            if key.is_empty() || key.len() > IDEMPOTENCY_KEY_BYTES_MAX {
+                return Err(Error::invalid(
+                    "idempotency_key",
+                    format!("idempotency_key must be 1-{IDEMPOTENCY_KEY_BYTES_MAX} bytes"),
+                ));
+            }
+            if key.starts_with(INGEST_KEY_PREFIX) && self.created_by_kind != CreatedByKind::Ingest {
+                return Err(Error::invalid(
+                    "idempotency_key",
+                    format!(
+                        "idempotency_key must not start with {INGEST_KEY_PREFIX:?}: webhook deliveries own that prefix"
+                    ),
+                ));
+            }
         }
         Ok(())
     }
 }
+
+/// Longest idempotency key, in bytes (the `todos.idempotency_key` column's check).
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 200;
+
+/// The key prefix of todos a webhook delivery made (`wh:{webhook}:{delivery}`). Only ingest may
+/// use it, so no human or agent can pre-empt a delivery's dedup slot by guessing its key.
+pub const INGEST_KEY_PREFIX: &str = "wh:";
 
 /// The title rule of every path that sets one (create, webhook fan-out, edit): not blank, at most
 /// `TITLE_LENGTH_MAX` characters (characters, not bytes: a title is read by people).

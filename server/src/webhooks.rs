@@ -15,10 +15,14 @@ use axum::response::IntoResponse;
 use base64::Engine;
 use models::error::{Code, Error};
 use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::storable::storable_value;
 use models::store::Store;
-use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, TITLE_LENGTH_MAX};
+use models::todo::{
+    CreatedByKind, IDEMPOTENCY_KEY_BYTES_MAX, INGEST_KEY_PREFIX, MAX_ATTEMPTS_DEFAULT, NewTodo, TITLE_LENGTH_MAX,
+};
 use rand::RngCore;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 /// How far a delivery's `webhook-timestamp` may be from now (the Standard Webhooks tolerance).
 const TIMESTAMP_TOLERANCE_SECONDS: u64 = 5 * 60;
@@ -173,19 +177,15 @@ pub async fn ingest<S: Store>(
     if route.targets.is_empty() {
         return Err(Error::new(Code::Conflict, "this webhook has no target queue left; nothing was accepted").into());
     }
-    // Verified above, so the header is present and readable.
-    let delivery_id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).ok_or_else(refuse)?.to_string();
-    if delivery_id.is_empty() || delivery_id.len() > 200 {
-        return Err(Error::invalid("webhook-id", "webhook-id must be 1-200 bytes").into());
-    }
+    // Verified above, so the header is present and readable. From here on the delivery is the
+    // provider's word and is never refused for its content: a provider cannot correct it and
+    // would retry it forever (issue #14).
+    let delivery_id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).ok_or_else(refuse)?;
+    let delivery = delivery_key(&webhook_id, delivery_id);
     let payload: Value =
         serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-    let title = payload
-        .get("title")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("{}: delivery {delivery_id}", route.name));
-    let title: String = title.chars().take(TITLE_LENGTH_MAX).collect();
+    let payload = storable_value(payload);
+    let title = delivery_title(&payload, &route.name, &delivery.stored_id);
     let todos = route
         .targets
         .iter()
@@ -193,16 +193,73 @@ pub async fn ingest<S: Store>(
             identity: identity.clone(),
             title: title.clone(),
             payload: Some(payload.clone()),
-            idempotency_key: Some(format!("wh:{webhook_id}:{delivery_id}")),
+            idempotency_key: Some(delivery.idempotency_key.clone()),
             max_attempts: MAX_ATTEMPTS_DEFAULT,
             created_by_kind: CreatedByKind::Ingest,
             created_by_id: Some(webhook_id.clone()),
         })
         .collect();
-    let ingested = state.store.ingest(&webhook_id, &delivery_id, todos).await?;
+    let ingested = state.store.ingest(&webhook_id, &delivery.stored_id, todos).await?;
     if !ingested.deduped {
         state.push.work_added();
     }
     Ok((StatusCode::ACCEPTED, axum::Json(json!({ "todos": ingested.todo_ids, "deduped": ingested.deduped })))
         .into_response())
+}
+
+/// How a delivery id is stored: as sent when it fits the dedup table and the todo key, otherwise
+/// (empty, or so long that `wh:{webhook}:{delivery}` would pass the key limit) as the SHA-256 of
+/// what was sent. Either way a redelivery maps to the same key and dedups.
+#[derive(Debug, PartialEq)]
+struct DeliveryKey {
+    stored_id: String,
+    idempotency_key: String,
+}
+
+fn delivery_key(webhook_id: &str, delivery_id: &str) -> DeliveryKey {
+    let key_of = |id: &str| format!("{INGEST_KEY_PREFIX}{webhook_id}:{id}");
+    let fits = !delivery_id.is_empty() && key_of(delivery_id).len() <= IDEMPOTENCY_KEY_BYTES_MAX;
+    let stored_id = if fits {
+        delivery_id.to_string()
+    } else {
+        let digest = Sha256::digest(delivery_id.as_bytes());
+        format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    };
+    DeliveryKey { idempotency_key: key_of(&stored_id), stored_id }
+}
+
+/// The payload's `title` when it is a usable string, else `"{webhook}: delivery {id}"`; clipped
+/// to the title limit. A blank or missing title never refuses a verified delivery.
+fn delivery_title(payload: &Value, webhook_name: &str, delivery_id: &str) -> String {
+    let given = payload.get("title").and_then(Value::as_str).map(str::trim).filter(|title| !title.is_empty());
+    let title = given.map_or_else(|| format!("{webhook_name}: delivery {delivery_id}"), str::to_string);
+    title.chars().take(TITLE_LENGTH_MAX).collect()
+}
+
+#[cfg(test)]
+mod delivery_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_delivery_id_that_fits_is_kept_and_a_long_or_empty_one_is_hashed() {
+        let short = delivery_key("wh_1", "msg_1");
+        assert_eq!(short, DeliveryKey { stored_id: "msg_1".into(), idempotency_key: "wh:wh_1:msg_1".into() });
+        let long_id = "m".repeat(199);
+        let long = delivery_key("wh_1", &long_id);
+        assert!(long.stored_id.starts_with("sha256:") && long.stored_id.len() == 71, "{long:?}");
+        assert!(long.idempotency_key.len() <= IDEMPOTENCY_KEY_BYTES_MAX);
+        assert_eq!(long, delivery_key("wh_1", &long_id), "a redelivery maps to the same key");
+        assert_ne!(long.stored_id, delivery_key("wh_1", &"m".repeat(198)).stored_id);
+        assert!(delivery_key("wh_1", "").stored_id.starts_with("sha256:"));
+    }
+
+    #[test]
+    fn a_blank_or_missing_title_falls_back_to_the_delivery() {
+        assert_eq!(delivery_title(&json!({"title": "  Build  "}), "ci", "m1"), "Build");
+        assert_eq!(delivery_title(&json!({"title": "   "}), "ci", "m1"), "ci: delivery m1");
+        assert_eq!(delivery_title(&json!({"title": 7}), "ci", "m1"), "ci: delivery m1");
+        assert_eq!(delivery_title(&json!("text"), "ci", "m1"), "ci: delivery m1");
+        assert_eq!(delivery_title(&json!({"title": "x".repeat(900)}), "ci", "m1").chars().count(), TITLE_LENGTH_MAX);
+    }
 }
