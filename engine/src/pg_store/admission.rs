@@ -1,8 +1,9 @@
 //! Admission policies: set, replace and clear with an audit record (REQ-10), and the status of
 //! each budgeted queue identity, derived when read and never stored (REQ-6).
 
-use super::claim::identity_of;
-use super::{PgStore, db_error, finish, identity_arrays, identity_filter_on};
+use super::rows::{PolicyLimitsRow, PolicyRow, identity_of};
+use super::sql::{Binds, identity_filter};
+use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Observation, Policy};
 use models::error::{Error, Result};
@@ -11,25 +12,6 @@ use models::limits::{DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS}
 use models::scope::Reach;
 use models::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
 use serde_json::Value;
-
-type PolicyRow = (
-    String,
-    Option<String>,
-    Option<String>,
-    String,
-    Option<i32>,
-    Option<i32>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    DateTime<Utc>,
-    DateTime<Utc>,
-    i64,
-    i64,
-    Option<DateTime<Utc>>,
-    DateTime<Utc>,
-);
 
 /// How many pending todos a status read counts: all of them (what REQ-7 reports), or only
 /// whether there is one (what `claim_next`'s pre-skip needs; cheap on a deep queue).
@@ -48,17 +30,23 @@ impl Pending {
     }
 }
 
-const POLICY_COLUMNS: &str = "p.id, p.endpoint_id, p.team_id, p.queue, p.max_in_flight, p.max_claims_per_window, \
-     p.window_period, p.window_tz, p.window_start, p.window_weekday, p.created_at, p.updated_at, \
-     (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
-        AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id) LIMIT $pending_limit) counted) AS pending, \
-     f.n AS in_flight, f.earliest, clock.now";
-
-const IN_FLIGHT_JOIN: &str = "CROSS JOIN LATERAL (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
-       WHERE t.state = 'claimed' AND t.queue = p.queue AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id)) f";
-
-fn stored(row: &PolicyRow) -> std::result::Result<Policy, String> {
-    Policy::from_stored(row.4, row.5, row.6.as_deref(), row.7.as_deref(), row.8.as_deref(), row.9.as_deref())
+/// The head of every status read: the clock, and each policy row with its pending count (at
+/// most `pending`'s limit) and in-flight claims, as `PolicyRow` names them. The caller appends
+/// the WHERE and ORDER BY.
+fn status_select(binds: &mut Binds, now: Option<DateTime<Utc>>, pending: Pending) -> String {
+    let now = binds.push(now);
+    let pending_limit = binds.push(pending.limit());
+    format!(
+        "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now) \
+         SELECT p.id, p.endpoint_id, p.team_id, p.queue, p.max_in_flight, p.max_claims_per_window, \
+           p.window_period, p.window_tz, p.window_start, p.window_weekday, p.created_at, p.updated_at, \
+           (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
+              AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id) LIMIT {pending_limit}) counted) AS pending, \
+           f.n AS in_flight, f.earliest, clock.now \
+         FROM admission_policies p CROSS JOIN clock \
+         CROSS JOIN LATERAL (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
+           WHERE t.state = 'claimed' AND t.queue = p.queue AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id)) f"
+    )
 }
 
 impl PgStore {
@@ -71,66 +59,48 @@ impl PgStore {
         if identities.is_empty() {
             return Ok(vec![]);
         }
-        let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(identities);
-        let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
-            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
-             SELECT {} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
-             WHERE {} ORDER BY p.endpoint_id, p.team_id, p.queue",
-            POLICY_COLUMNS.replace("$pending_limit", "$6"),
-            identity_filter_on("p", 2)
-        ))
-        .bind(self.now_param())
-        .bind(&endpoint_ids)
-        .bind(&endpoint_queues)
-        .bind(&team_ids)
-        .bind(&team_queues)
-        .bind(pending.limit())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
-        self.evaluate_rows(rows).await
+        let mut binds = Binds::default();
+        let select = status_select(&mut binds, self.now_param(), pending);
+        let identities = identity_filter(&mut binds, "p", identities);
+        let sql = composed_sql!("{select} WHERE {identities} ORDER BY p.endpoint_id, p.team_id, p.queue");
+        self.status_rows(sql, binds).await
     }
 
     pub(crate) async fn reach_admissions_tx(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
-        let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
-            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
-             SELECT {} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} \
-             WHERE p.endpoint_id = ANY($2) OR p.team_id = ANY($3) ORDER BY p.endpoint_id, p.team_id, p.queue",
-            POLICY_COLUMNS.replace("$pending_limit", "$4")
-        ))
-        .bind(self.now_param())
-        .bind(&reach.endpoint_ids)
-        .bind(&reach.team_ids)
-        .bind(Pending::Count.limit())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
-        self.evaluate_rows(rows).await
+        let mut binds = Binds::default();
+        let select = status_select(&mut binds, self.now_param(), Pending::Count);
+        let (endpoint_ids, team_ids) = (binds.push(&reach.endpoint_ids), binds.push(&reach.team_ids));
+        let sql = composed_sql!(
+            "{select} WHERE p.endpoint_id = ANY({endpoint_ids}) OR p.team_id = ANY({team_ids}) \
+             ORDER BY p.endpoint_id, p.team_id, p.queue"
+        );
+        self.status_rows(sql, binds).await
     }
 
     pub(crate) async fn all_admissions_tx(&self) -> Result<Vec<QueueAdmission>> {
-        let rows: Vec<PolicyRow> = sqlx::query_as(composed_sql!(
-            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now) \
-             SELECT {} FROM admission_policies p CROSS JOIN clock {IN_FLIGHT_JOIN} ORDER BY p.queue, p.id",
-            POLICY_COLUMNS.replace("$pending_limit", "$2")
-        ))
-        .bind(self.now_param())
-        .bind(Pending::Count.limit())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
+        let mut binds = Binds::default();
+        let select = status_select(&mut binds, self.now_param(), Pending::Count);
+        self.status_rows(composed_sql!("{select} ORDER BY p.queue, p.id"), binds).await
+    }
+
+    /// Runs a status read (`status_select` and its filter) and evaluates its rows.
+    async fn status_rows(&self, sql: sqlx::AssertSqlSafe<String>, binds: Binds) -> Result<Vec<QueueAdmission>> {
+        let rows: Vec<PolicyRow> = sqlx::query_as_with(sql, binds.into_arguments().map_err(db_error)?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
         self.evaluate_rows(rows).await
     }
 
     /// Reads each policy's current-window usage and derives its status with the shared function.
     /// A row that does not validate is `admission_unavailable` (REQ-9).
     async fn evaluate_rows(&self, rows: Vec<PolicyRow>) -> Result<Vec<QueueAdmission>> {
-        let policies: Vec<std::result::Result<Policy, String>> = rows.iter().map(stored).collect();
+        let policies: Vec<std::result::Result<Policy, String>> = rows.iter().map(|row| row.limits.evaluate()).collect();
         let mut keys: (Vec<String>, Vec<DateTime<Utc>>) = (vec![], vec![]);
         for (row, policy) in rows.iter().zip(&policies) {
             if let Ok(Policy { window: Some(window), .. }) = policy {
-                keys.0.push(row.0.clone());
-                keys.1.push(window.window_start(row.15));
+                keys.0.push(row.id.clone());
+                keys.1.push(window.window_start(row.now));
             }
         }
         let usage: Vec<(String, i32)> = if keys.0.is_empty() {
@@ -148,38 +118,37 @@ impl PgStore {
             .map_err(db_error)?
         };
         let usage: std::collections::HashMap<String, i32> = usage.into_iter().collect();
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .zip(policies)
             .map(|(row, policy)| {
-                let used = usage.get(&row.0).map_or(0, |used| i64::from(*used));
+                let used = usage.get(&row.id).map_or(0, |used| i64::from(*used));
                 let status = match &policy {
                     Ok(policy) => admission::status(
                         policy,
                         &Observation {
-                            now: row.15,
-                            in_flight: row.13,
+                            now: row.now,
+                            in_flight: row.in_flight,
                             used,
-                            earliest_lease_expiry: row.14,
+                            earliest_lease_expiry: row.earliest,
                             reaper_interval: self.reaper_interval_chrono(),
                         },
                     ),
                     Err(problem) => {
-                        tracing::warn!(policy = %row.0, %problem, "admission policy cannot be evaluated");
+                        tracing::warn!(policy = %row.id, %problem, "admission policy cannot be evaluated");
                         admission::unavailable_status()
                     }
                 };
-                QueueAdmission {
-                    identity: identity_of(row.1, row.2, row.3),
-                    policy_id: row.0,
+                Ok(QueueAdmission {
+                    identity: identity_of(row.endpoint_id, row.team_id, row.queue)?,
+                    policy_id: row.id,
                     policy: policy.ok(),
                     status,
-                    pending: row.12,
-                    created_at: row.10,
-                    updated_at: row.11,
-                }
+                    pending: row.pending,
+                    created_at: row.created_at,
+                    updated_at: row.updated_at,
+                })
             })
-            .collect())
+            .collect()
     }
 
     pub(crate) async fn policy_detail_tx(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
@@ -284,8 +253,7 @@ impl PgStore {
     }
 
     pub(crate) async fn policy_audit_tx(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
-        type Row = (Option<String>, Option<String>, DateTime<Utc>, String, Option<Value>, Option<Value>);
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<AuditRow> = sqlx::query_as(
             "SELECT actor_human_id, actor_endpoint_id, at, action, before, after FROM admission_audit \
              WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) ORDER BY at DESC, id DESC LIMIT $4",
         )
@@ -296,17 +264,7 @@ impl PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
-        Ok(rows
-            .into_iter()
-            .map(|(actor_human_id, actor_endpoint_id, at, action, before, after)| AuditRecord {
-                actor_human_id,
-                actor_endpoint_id,
-                at,
-                action,
-                before,
-                after,
-            })
-            .collect())
+        Ok(rows.into_iter().map(AuditRow::into_record).collect())
     }
 
     /// Drops usage rows older than the retention; recent windows stay readable.
@@ -327,8 +285,7 @@ async fn locked_policy_json(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     identity: &QueueIdentity,
 ) -> Result<Option<Value>> {
-    type Row = (Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
-    let row: Option<Row> = sqlx::query_as(
+    let row: Option<PolicyLimitsRow> = sqlx::query_as(
         "SELECT max_in_flight, max_claims_per_window, window_period, window_tz, window_start, window_weekday \
          FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE",
     )
@@ -338,13 +295,39 @@ async fn locked_policy_json(
     .fetch_optional(&mut **tx)
     .await
     .map_err(db_error)?;
-    Ok(row.map(|(in_flight, claims, period, tz, start, weekday)| {
+    Ok(row.map(|row| {
         serde_json::json!({
-            "max_in_flight": in_flight,
-            "max_claims_per_window": claims,
-            "window": period.map(|period| serde_json::json!({"period": period, "tz": tz, "start": start, "weekday": weekday})),
+            "max_in_flight": row.max_in_flight,
+            "max_claims_per_window": row.max_claims_per_window,
+            "window": row.window_period.map(|period| serde_json::json!({
+                "period": period, "tz": row.window_tz, "start": row.window_start, "weekday": row.window_weekday,
+            })),
         })
     }))
+}
+
+/// One audit record as `policy_audit_tx` selects it.
+#[derive(sqlx::FromRow)]
+struct AuditRow {
+    actor_human_id: Option<String>,
+    actor_endpoint_id: Option<String>,
+    at: DateTime<Utc>,
+    action: String,
+    before: Option<Value>,
+    after: Option<Value>,
+}
+
+impl AuditRow {
+    fn into_record(self) -> AuditRecord {
+        AuditRecord {
+            actor_human_id: self.actor_human_id,
+            actor_endpoint_id: self.actor_endpoint_id,
+            at: self.at,
+            action: self.action,
+            before: self.before,
+            after: self.after,
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -19,14 +19,17 @@
 //! This file holds only the I/O. What a refusal means for `claim_next`'s next pick, the deferred
 //! list, the headroom and the `deferred` error are pure rules in `models` (`models::claim`,
 //! `Headroom::after_claim`) that the reference model applies too. The mutant hunt's seeded bugs
-//! reach this transaction only through the named hooks of `mutant_hooks`.
+//! reach this transaction only through the named hooks of `mutant_hooks`. The row locks a named
+//! claim takes (`lock_todo`, step 1; `lock_policy`, steps 2–3) live in `rows`, which lifecycle,
+//! intake and admission share, so no other transaction module imports this one.
 
 use super::admission::Pending;
 use super::mutant_hooks;
-use super::{
-    BudgetedHint, CLAIM_ORDER_ROWS, CLAIMABLE, PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays,
-    identity_filter, owner_groups, owner_groups_filter,
+use super::rows::{LockedPolicy, PolicyLimitsRow, TodoRow, identity_of, lock_policy, lock_todo};
+use super::sql::{
+    Binds, CLAIM_ORDER_ROWS, CLAIMABLE, OwnerGroup, TODO_COLUMNS, identity_filter, owner_groups, owner_groups_filter,
 };
+use super::{BudgetedHint, PgStore, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Decision, Headroom, Observation, Policy, Reason};
 use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
@@ -53,30 +56,42 @@ enum Admission {
     Refused { reason: Reason, hint: models::admission::AdmissionHint, now: Option<DateTime<Utc>> },
 }
 
-/// The policy row as locked in step 3.
-struct LockedPolicy {
+/// Steps 2–3's outcome: the policy locked (None: the queue has none), or the database error
+/// that kept it from being read, which refuses this candidate only (REQ-9).
+type PolicyLock = std::result::Result<Option<LockedPolicy>, sqlx::Error>;
+
+/// Step 1's candidate as `candidate_cte` selects it.
+#[derive(sqlx::FromRow)]
+struct CandidateRow {
     id: String,
-    evaluated: std::result::Result<Policy, String>,
+    endpoint_id: Option<String>,
+    team_id: Option<String>,
+    queue: String,
 }
 
-/// A policy row's limit and window columns as stored (`max_in_flight`, `max_claims_per_window`,
-/// `window_period`, `window_tz`, `window_start`, `window_weekday`).
-type StoredLimits = (Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
-
-impl LockedPolicy {
-    /// The locked row, evaluated as every read evaluates it (REQ-9: a row that does not
-    /// evaluate is kept as the reason to refuse).
-    fn from_row(id: String, (max_in_flight, max_claims, period, tz, start, weekday): StoredLimits) -> LockedPolicy {
-        let evaluated = Policy::from_stored(
-            max_in_flight,
-            max_claims,
-            period.as_deref(),
-            tz.as_deref(),
-            start.as_deref(),
-            weekday.as_deref(),
-        );
-        LockedPolicy { id, evaluated }
+impl CandidateRow {
+    fn into_candidate(self) -> Result<Candidate> {
+        Ok(Candidate { identity: identity_of(self.endpoint_id, self.team_id, self.queue)?, id: self.id, named: None })
     }
+}
+
+/// Steps 1–3 in one statement: the candidate and its policy row, locked (all policy columns
+/// NULL when the queue has none).
+#[derive(sqlx::FromRow)]
+struct LockedCandidateRow {
+    #[sqlx(flatten)]
+    candidate: CandidateRow,
+    policy_id: Option<String>,
+    #[sqlx(flatten)]
+    limits: PolicyLimitsRow,
+}
+
+/// The claimed todo and, when a window was charged, its usage after the charge.
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    #[sqlx(flatten)]
+    todo: TodoRow,
+    window_used: Option<i32>,
 }
 
 impl PgStore {
@@ -208,7 +223,7 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         actor: &Actor,
         candidate: &Candidate,
-        policy: std::result::Result<Option<LockedPolicy>, sqlx::Error>,
+        policy: PolicyLock,
         lease_seconds: i64,
     ) -> Result<Admission> {
         let over_admits_on_purpose = mutant_hooks::over_admits_on_purpose();
@@ -347,50 +362,28 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         queues: &[QueueIdentity],
         excluded: &[QueueIdentity],
-    ) -> Result<Option<(Candidate, std::result::Result<Option<LockedPolicy>, sqlx::Error>)>> {
-        type Row = (
-            String,
-            Option<String>,
-            Option<String>,
-            String,
-            Option<String>,
-            Option<i32>,
-            Option<i32>,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-        );
-        let groups = owner_groups(queues);
-        let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
+    ) -> Result<Option<(Candidate, PolicyLock)>> {
+        let mut binds = Binds::default();
         let sql = format!(
             "{} \
-             SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, p.id, p.max_in_flight, p.max_claims_per_window, \
-               p.window_period, p.window_tz, p.window_start, p.window_weekday \
+             SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, p.id AS policy_id, p.max_in_flight, \
+               p.max_claims_per_window, p.window_period, p.window_tz, p.window_start, p.window_weekday \
              FROM cand LEFT JOIN LATERAL ( \
                SELECT p.* FROM admission_policies p \
                WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
                FOR UPDATE) p ON true",
-            candidate_cte(&groups)
+            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded)
         );
-        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(mutant_hooks::pick_candidate_sql(sql)))
-            .bind(self.now_param())
-            .bind(&x_endpoint_ids)
-            .bind(&x_endpoint_queues)
-            .bind(&x_team_ids)
-            .bind(&x_team_queues);
-        for (_, owner, names) in &groups {
-            query = query.bind(owner.clone()).bind(names.clone());
-        }
-        let row: Option<Row> = query.fetch_optional(&mut **tx).await.map_err(db_error)?;
-        Ok(row.map(
-            |(id, endpoint_id, team_id, queue, policy_id, max_in_flight, max_claims, period, tz, start, weekday)| {
-                let candidate = Candidate { id, identity: identity_of(endpoint_id, team_id, queue), named: None };
-                let policy = policy_id
-                    .map(|id| LockedPolicy::from_row(id, (max_in_flight, max_claims, period, tz, start, weekday)));
-                (candidate, Ok(policy))
-            },
-        ))
+        let row: Option<LockedCandidateRow> = sqlx::query_as_with(
+            sqlx::AssertSqlSafe(mutant_hooks::pick_candidate_sql(sql)),
+            binds.into_arguments().map_err(db_error)?,
+        )
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let policy = row.policy_id.map(|id| LockedPolicy::new(id, &row.limits));
+        Ok(Some((row.candidate.into_candidate()?, Ok(policy))))
     }
 
     /// Steps 1–3 of the budgeted path one statement each, for when the combined statement of
@@ -402,24 +395,19 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         queues: &[QueueIdentity],
         excluded: &[QueueIdentity],
-    ) -> Result<Option<(Candidate, std::result::Result<Option<LockedPolicy>, sqlx::Error>)>> {
-        let groups = owner_groups(queues);
-        let [x_endpoint_ids, x_endpoint_queues, x_team_ids, x_team_queues] = identity_arrays(excluded);
-        let sql =
-            format!("{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue FROM cand", candidate_cte(&groups));
-        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(self.now_param())
-            .bind(&x_endpoint_ids)
-            .bind(&x_endpoint_queues)
-            .bind(&x_team_ids)
-            .bind(&x_team_queues);
-        for (_, owner, names) in &groups {
-            query = query.bind(owner.clone()).bind(names.clone());
-        }
-        let row: Option<(String, Option<String>, Option<String>, String)> =
-            query.fetch_optional(&mut **tx).await.map_err(db_error)?;
-        let Some((id, endpoint_id, team_id, queue)) = row else { return Ok(None) };
-        let candidate = Candidate { id, identity: identity_of(endpoint_id, team_id, queue), named: None };
+    ) -> Result<Option<(Candidate, PolicyLock)>> {
+        let mut binds = Binds::default();
+        let sql = format!(
+            "{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue FROM cand",
+            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded)
+        );
+        let row: Option<CandidateRow> =
+            sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(db_error)?;
+        let Some(row) = row else { return Ok(None) };
+        let candidate = row.into_candidate()?;
         let policy = lock_policy(tx, &candidate.identity).await;
         Ok(Some((candidate, policy)))
     }
@@ -433,39 +421,42 @@ impl PgStore {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> Result<FastPath> {
-        let groups = owner_groups(queues);
-        let mut query = sqlx::query(composed_sql!(
-            "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
-             cand AS ( \
-               SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
-               WHERE {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-               ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1), \
-             pol AS ( \
-               SELECT p.id FROM admission_policies p, cand \
-               WHERE $5 AND p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id)), \
-             claimed AS ( \
-               UPDATE todos t SET state = 'claimed', owner = $2, claimed_by_endpoint_id = $3, \
-                 lease_expires_at = clock.now + make_interval(secs => $4::double precision), attempt = t.attempt + 1, \
-                 claimed_at = clock.now, next_retry_at = NULL, completed_at = NULL, updated_at = clock.now \
-               FROM cand, clock WHERE t.id = cand.id AND NOT EXISTS (SELECT 1 FROM pol) RETURNING t.*), \
-             closed AS ( \
-               UPDATE todo_attempts a SET ended_at = clock.now, outcome = 'lease_expired' FROM claimed, clock \
-               WHERE a.todo_id = claimed.id AND a.ended_at IS NULL), \
-             opened AS ( \
-               INSERT INTO todo_attempts (todo_id, seq, claimant, endpoint_id, started_at) \
-               SELECT claimed.id, (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = claimed.id), \
-                 $2, $3, clock.now FROM claimed, clock) \
-             SELECT cand.id AS candidate_id, {TODO_COLUMNS} FROM cand LEFT JOIN claimed t ON t.id = cand.id",
-            owner_groups_filter(&groups, 6)
-        ))
-        .bind(self.now_param())
-        .bind(actor.label())
-        .bind(actor.endpoint_id())
-        .bind(lease_seconds as f64)
-        .bind(self.admission_lookup);
-        for (_, owner, names) in &groups {
-            query = query.bind(owner.clone()).bind(names.clone());
-        }
+        let mut binds = Binds::default();
+        let now = binds.push(self.now_param());
+        let owner = binds.push(actor.label());
+        let claimant = binds.push(actor.endpoint_id());
+        let lease = binds.push(lease_seconds as f64);
+        let policy_lookup = binds.push(self.admission_lookup);
+        let queues = owner_groups_filter(&mut binds, &owner_groups(queues));
+        let query = sqlx::query_with(
+            composed_sql!(
+                "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now), \
+                 cand AS ( \
+                   SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
+                   WHERE {queues} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
+                   ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1), \
+                 pol AS ( \
+                   SELECT p.id FROM admission_policies p, cand \
+                   WHERE {policy_lookup} AND p.queue = cand.queue \
+                     AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id)), \
+                 claimed AS ( \
+                   UPDATE todos t SET state = 'claimed', owner = {owner}, claimed_by_endpoint_id = {claimant}, \
+                     lease_expires_at = clock.now + make_interval(secs => {lease}::double precision), \
+                     attempt = t.attempt + 1, claimed_at = clock.now, next_retry_at = NULL, completed_at = NULL, \
+                     updated_at = clock.now \
+                   FROM cand, clock WHERE t.id = cand.id AND NOT EXISTS (SELECT 1 FROM pol) RETURNING t.*), \
+                 closed AS ( \
+                   UPDATE todo_attempts a SET ended_at = clock.now, outcome = 'lease_expired' FROM claimed, clock \
+                   WHERE a.todo_id = claimed.id AND a.ended_at IS NULL), \
+                 opened AS ( \
+                   INSERT INTO todo_attempts (todo_id, seq, claimant, endpoint_id, started_at) \
+                   SELECT claimed.id, \
+                     (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = claimed.id), \
+                     {owner}, {claimant}, clock.now FROM claimed, clock) \
+                 SELECT cand.id AS candidate_id, {TODO_COLUMNS} FROM cand LEFT JOIN claimed t ON t.id = cand.id"
+            ),
+            binds.into_arguments().map_err(db_error)?,
+        );
         let row: Option<PgRow> = query.fetch_optional(&self.pool).await.map_err(db_error)?;
         let Some(row) = row else {
             return Ok(FastPath::Empty);
@@ -476,15 +467,6 @@ impl PgStore {
         }
         let todo = TodoRow::from_row(&row).map_err(db_error)?.into_todo()?;
         Ok(FastPath::Claimed(Box::new(todo)))
-    }
-
-    /// The instant of record inside a transaction, read after the locks it depends on.
-    pub(crate) async fn clock_after_lock(&self, tx: &mut Transaction<'static, Postgres>) -> Result<DateTime<Utc>> {
-        sqlx::query_scalar("SELECT coalesce($1::timestamptz, clock_timestamp())")
-            .bind(self.now_param())
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(db_error)
     }
 }
 
@@ -510,60 +492,26 @@ fn check_claimable(candidate: &Candidate, now: DateTime<Utc>) -> Result<()> {
     }
 }
 
-pub(crate) fn identity_of(endpoint_id: Option<String>, team_id: Option<String>, queue: String) -> QueueIdentity {
-    match (endpoint_id, team_id) {
-        (Some(endpoint), _) => QueueIdentity::endpoint(endpoint, queue),
-        (None, Some(team)) => QueueIdentity::team(team, queue),
-        // The schema's CHECK makes this unreachable; an empty owner matches nothing downstream.
-        (None, None) => QueueIdentity::endpoint("", queue),
-    }
-}
-
-/// Step 1's statement head: the clock, and `cand`, the oldest claimable todo of `groups` outside
-/// the excluded identities (`$2`–`$5`), locked without waiting (`SKIP LOCKED`). Materialised,
-/// so the todo lock is taken before anything the statement locks after it.
-fn candidate_cte(groups: &[(bool, String, Vec<String>)]) -> String {
+/// Step 1's statement head: the clock (`now`, or the database's when None), and `cand`, the
+/// oldest claimable todo of `queues` outside the `excluded` identities, locked without waiting
+/// (`SKIP LOCKED`). Materialised, so the todo lock is taken before anything the statement locks
+/// after it.
+fn candidate_cte(
+    binds: &mut Binds,
+    now: Option<DateTime<Utc>>,
+    queues: &[OwnerGroup],
+    excluded: &[QueueIdentity],
+) -> String {
+    let now = binds.push(now);
+    let excluded = identity_filter(binds, "t", excluded);
+    let queues = owner_groups_filter(binds, queues);
     format!(
-        "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
+        "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now), \
          cand AS MATERIALIZED ( \
            SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
-           WHERE {} AND NOT {} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-           ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1)",
-        owner_groups_filter(groups, 6),
-        identity_filter(2)
+           WHERE {queues} AND NOT {excluded} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
+           ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1)"
     )
-}
-
-/// Steps 2–3: the identity's policy, looked up by index and locked `FOR UPDATE` (blocking) in one
-/// statement. No policy → no row is locked or waited on.
-async fn lock_policy(
-    tx: &mut Transaction<'static, Postgres>,
-    identity: &QueueIdentity,
-) -> Result<Option<LockedPolicy>, sqlx::Error> {
-    type Row = (String, Option<i32>, Option<i32>, Option<String>, Option<String>, Option<String>, Option<String>);
-    const LOCK_POLICY_SQL: &str = "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, \
-         window_start, window_weekday FROM admission_policies \
-         WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE";
-    let row: Option<Row> = sqlx::query_as(mutant_hooks::lock_policy_sql(LOCK_POLICY_SQL))
-        .bind(identity.endpoint_id())
-        .bind(identity.team_id())
-        .bind(&identity.queue)
-        .fetch_optional(&mut **tx)
-        .await?;
-    Ok(row.map(|(id, max_in_flight, max_claims, period, tz, start, weekday)| {
-        LockedPolicy::from_row(id, (max_in_flight, max_claims, period, tz, start, weekday))
-    }))
-}
-
-/// Locks a todo row (blocking) and reads it; an absent id is `not_found`.
-pub(crate) async fn lock_todo(tx: &mut Transaction<'static, Postgres>, id: &str) -> Result<Todo> {
-    let row: Option<TodoRow> =
-        sqlx::query_as(composed_sql!("SELECT {TODO_COLUMNS} FROM todos t WHERE t.id = $1 FOR UPDATE"))
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_error)?;
-    row.ok_or_else(Error::not_found)?.into_todo()
 }
 
 /// The claim itself on a row this transaction holds: state, lease, attempt + 1, an attempt row
@@ -579,7 +527,7 @@ async fn claim_locked(
 ) -> Result<(Todo, Option<i64>)> {
     let lease_expires_at = now + Duration::seconds(lease_seconds);
     let (policy_id, window_start) = charge.unzip();
-    let row: PgRow = sqlx::query(composed_sql!(
+    let row: ClaimedRow = sqlx::query_as(composed_sql!(
         "WITH closed AS ( \
            UPDATE todo_attempts SET ended_at = $2, outcome = 'lease_expired' WHERE todo_id = $1 AND ended_at IS NULL), \
          opened AS ( \
@@ -606,8 +554,7 @@ async fn claim_locked(
     .fetch_one(&mut **tx)
     .await
     .map_err(db_error)?;
-    let used: Option<i32> = row.try_get("window_used").map_err(db_error)?;
-    let todo = TodoRow::from_row(&row).map_err(db_error)?.into_todo()?;
+    let (todo, used) = (row.todo.into_todo()?, row.window_used);
     // Not `attempt <= max_attempts`: a todo released on its last attempt is pending again and
     // claimable (base-system §2: release keeps the attempt), so its next claim goes past it, and
     // a later fail dead-letters it at once.

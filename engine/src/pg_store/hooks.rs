@@ -260,42 +260,53 @@ impl PgStore {
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-            if *outcome == HookOutcome::Delivered {
-                sqlx::query("UPDATE notify_hooks SET consecutive_failures = 0 WHERE id = $1")
-                    .bind(&hook_id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_error)?;
-                return Ok(());
-            }
-            let disabled: Option<String> = sqlx::query_scalar(
-                "UPDATE notify_hooks SET consecutive_failures = consecutive_failures + 1, \
-                   enabled = CASE WHEN consecutive_failures + 1 >= $2 THEN false ELSE enabled END, \
-                   disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 AND enabled \
-                     THEN format('disabled after %s consecutive failed calls', consecutive_failures + 1) \
-                     ELSE disabled_reason END \
-                 WHERE id = $1 RETURNING CASE WHEN enabled THEN NULL ELSE id END",
-            )
-            .bind(&hook_id)
-            .bind(push::HOOK_FAILURES_TO_DISABLE)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_error)?
-            .flatten();
-            if disabled.is_some() {
-                // A disabled hook's waiting calls are dropped, not sent later by surprise.
-                sqlx::query(
-                    "UPDATE hook_outbox SET outcome = 'dropped', leased_by = NULL, leased_until = NULL \
-                     WHERE hook_id = $1 AND outcome IS NULL",
-                )
-                .bind(&hook_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-            }
-            Ok(())
+            record_hook_health(&mut tx, &hook_id, *outcome == HookOutcome::Delivered).await
         }
         .await;
         finish(tx, result).await
     }
+}
+
+/// A finished call's effect on its hook: a delivery resets the failure count; a failure or refusal
+/// adds one, and the one that reaches `HOOK_FAILURES_TO_DISABLE` disables the hook and drops its
+/// waiting calls.
+async fn record_hook_health(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    hook_id: &str,
+    delivered: bool,
+) -> Result<()> {
+    if delivered {
+        sqlx::query("UPDATE notify_hooks SET consecutive_failures = 0 WHERE id = $1")
+            .bind(hook_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
+        return Ok(());
+    }
+    let disabled: Option<String> = sqlx::query_scalar(
+        "UPDATE notify_hooks SET consecutive_failures = consecutive_failures + 1, \
+           enabled = CASE WHEN consecutive_failures + 1 >= $2 THEN false ELSE enabled END, \
+           disabled_reason = CASE WHEN consecutive_failures + 1 >= $2 AND enabled \
+             THEN format('disabled after %s consecutive failed calls', consecutive_failures + 1) \
+             ELSE disabled_reason END \
+         WHERE id = $1 RETURNING CASE WHEN enabled THEN NULL ELSE id END",
+    )
+    .bind(hook_id)
+    .bind(push::HOOK_FAILURES_TO_DISABLE)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_error)?
+    .flatten();
+    if disabled.is_some() {
+        // A disabled hook's waiting calls are dropped, not sent later by surprise.
+        sqlx::query(
+            "UPDATE hook_outbox SET outcome = 'dropped', leased_by = NULL, leased_until = NULL \
+             WHERE hook_id = $1 AND outcome IS NULL",
+        )
+        .bind(hook_id)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(())
 }

@@ -10,7 +10,9 @@
 //! commits first wins completely; clear-all waits for rows a claim is holding (no SKIP LOCKED),
 //! then re-checks that they are still pending.
 
-use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, finish};
+use super::rows::{TodoRow, lock_todo};
+use super::sql::TODO_COLUMNS;
+use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Utc};
 use models::capacity::{self, Capacity, CapacityEnv};
 use models::error::{Code, Error, Result};
@@ -178,7 +180,7 @@ impl PgStore {
         }
         let mut tx = self.begin().await?;
         let outcome = async {
-            let todo = super::claim::lock_todo(&mut tx, id).await?;
+            let todo = lock_todo(&mut tx, id).await?;
             if !human.reach.contains(&todo.identity) {
                 return Err(Error::not_found());
             }

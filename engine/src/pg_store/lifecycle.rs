@@ -4,8 +4,9 @@
 //! Only the lease holder may heartbeat, complete, fail or release (base-system §2); anyone else
 //! in scope gets `conflict` with the todo's state.
 
-use super::claim::lock_todo;
-use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, finish};
+use super::rows::{TodoRow, lock_todo};
+use super::sql::TODO_COLUMNS;
+use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
 use models::error::{Error, Result};
 use models::scope::Actor;

@@ -5,12 +5,14 @@
 //! retry, and the sweeps), `admission` (policies, their audit, derived status, usage pruning),
 //! `intake` (capacity, remove, clear, edit, purge), `webhooks` (registration and ingest), `push`
 //! and `hooks` (push decisions and the hook outbox), `store_impl` (the `Store` trait over these),
-//! `mutant_hooks` (where the seeded bugs reach this store). Every query is parameterised; every
-//! transaction is committed or dropped (which rolls back) on every path, so a cancelled request
-//! changes nothing. The claim transaction step by step: `docs/architecture.md`.
+//! `mutant_hooks` (where the seeded bugs reach this store). Below them all: `rows` (the rows
+//! several transactions read, and the row locks) and `sql` (shared SQL fragments and placeholder
+//! numbering); they import no transaction module, so dependencies run one way. Every query is
+//! parameterised; every transaction is committed or dropped (which rolls back) on every path, so
+//! a cancelled request changes nothing. The claim transaction step by step: `docs/architecture.md`.
 
-/// Builds SQL text from this module's constant fragments (`TODO_COLUMNS`, `CLAIMABLE`, numbered
-/// placeholders). Values never go into the text: every one is a bind parameter (REQ-13).
+/// Builds SQL text from constant fragments (`sql::TODO_COLUMNS`, `sql::CLAIMABLE`, placeholders
+/// numbered by `sql::Binds`). Values never go into the text: every one is a bind parameter (REQ-13).
 macro_rules! composed_sql {
     ($($fragment:tt)*) => { sqlx::AssertSqlSafe(format!($($fragment)*)) };
 }
@@ -34,6 +36,8 @@ mod lifecycle;
 mod mutant_hooks;
 mod principals;
 mod push;
+mod rows;
+mod sql;
 mod store_impl;
 mod todos;
 mod webhooks;
@@ -43,7 +47,6 @@ use models::counters::Counters;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::store::Clock;
-use models::todo::{CreatedByKind, Todo, TodoState};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::str::FromStr;
@@ -238,144 +241,4 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
 /// and foreign read the same).
 pub(crate) fn touched(done: sqlx::postgres::PgQueryResult) -> Result<()> {
     if done.rows_affected() == 0 { Err(Error::not_found()) } else { Ok(()) }
-}
-
-/// The todo columns every query returns, in `TodoRow` order. `t` is the todos alias.
-pub(crate) const TODO_COLUMNS: &str = "t.id, t.endpoint_id, t.team_id, t.queue, t.title, t.payload, t.idempotency_key, \
-     t.state, t.owner, t.claimed_by_endpoint_id, t.lease_expires_at, t.attempt, t.max_attempts, t.result, \
-     t.created_at, t.updated_at, t.claimed_at, t.completed_at, t.next_retry_at, t.created_by_kind, t.created_by_id";
-
-/// The claimable predicate of base-system §2 over alias `t` at instant `clock.now`.
-pub(crate) const CLAIMABLE: &str = "(t.state = 'pending' \
-     OR (t.state = 'claimed' AND t.lease_expires_at < clock.now AND t.attempt < t.max_attempts) \
-     OR (t.state = 'failed' AND t.next_retry_at <= clock.now AND t.attempt < t.max_attempts))";
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct TodoRow {
-    id: String,
-    endpoint_id: Option<String>,
-    team_id: Option<String>,
-    queue: String,
-    title: String,
-    payload: Option<serde_json::Value>,
-    idempotency_key: Option<String>,
-    state: String,
-    owner: Option<String>,
-    claimed_by_endpoint_id: Option<String>,
-    lease_expires_at: Option<DateTime<Utc>>,
-    attempt: i32,
-    max_attempts: i32,
-    result: Option<serde_json::Value>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    claimed_at: Option<DateTime<Utc>>,
-    completed_at: Option<DateTime<Utc>>,
-    next_retry_at: Option<DateTime<Utc>>,
-    created_by_kind: String,
-    created_by_id: Option<String>,
-}
-
-impl TodoRow {
-    /// The schema's CHECK constraints make every branch below unreachable for rows written by
-    /// this code; a row that still fails is reported, not guessed at.
-    pub(crate) fn into_todo(self) -> Result<Todo> {
-        let identity = match (self.endpoint_id, self.team_id) {
-            (Some(endpoint), None) => QueueIdentity::endpoint(endpoint, self.queue),
-            (None, Some(team)) => QueueIdentity::team(team, self.queue),
-            _ => return Err(Error::internal(format!("todo {} has no single queue owner", self.id))),
-        };
-        let state = TodoState::parse("state", &self.state)
-            .map_err(|_| Error::internal(format!("todo {} has unknown state {}", self.id, self.state)))?;
-        let created_by_kind = CreatedByKind::parse(&self.created_by_kind)
-            .ok_or_else(|| Error::internal(format!("todo {} has unknown provenance", self.id)))?;
-        Ok(Todo {
-            id: self.id,
-            identity,
-            title: self.title,
-            payload: self.payload,
-            idempotency_key: self.idempotency_key,
-            state,
-            owner: self.owner,
-            claimed_by_endpoint_id: self.claimed_by_endpoint_id,
-            lease_expires_at: self.lease_expires_at,
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            result: self.result,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            claimed_at: self.claimed_at,
-            completed_at: self.completed_at,
-            next_retry_at: self.next_retry_at,
-            created_by_kind,
-            created_by_id: self.created_by_id,
-        })
-    }
-}
-
-/// The claimable predicate restated in the claim-order indexes' own terms, so the planner can
-/// match the index predicate (what `CLAIMABLE` implies, spelled the index's way).
-pub(crate) const CLAIM_ORDER_ROWS: &str =
-    "(t.state IN ('pending', 'claimed') OR (t.state = 'failed' AND t.next_retry_at IS NOT NULL))";
-
-/// Identities grouped by owner: (owner is a team, owner id, queue names). Most callers drain
-/// one endpoint's queues, which makes a single group.
-pub(crate) fn owner_groups(identities: &[QueueIdentity]) -> Vec<(bool, String, Vec<String>)> {
-    let mut groups: Vec<(bool, String, Vec<String>)> = Vec::new();
-    for identity in identities {
-        let (team, owner) = match &identity.owner {
-            models::identity::Owner::Endpoint(id) => (false, id),
-            models::identity::Owner::Team(id) => (true, id),
-        };
-        match groups.iter_mut().find(|g| g.0 == team && &g.1 == owner) {
-            Some(group) => group.2.push(identity.queue.clone()),
-            None => groups.push((team, owner.clone(), vec![identity.queue.clone()])),
-        }
-    }
-    groups
-}
-
-/// `(t.endpoint_id = $k AND t.queue = ANY($k+1)) OR …`, two placeholders per group from `first`:
-/// the shape the claim-order indexes serve in `created_at` order.
-pub(crate) fn owner_groups_filter(groups: &[(bool, String, Vec<String>)], first: usize) -> String {
-    if groups.is_empty() {
-        return "false".to_string();
-    }
-    let clauses: Vec<String> = groups
-        .iter()
-        .enumerate()
-        .map(|(i, (team, _, _))| {
-            let column = if *team { "t.team_id" } else { "t.endpoint_id" };
-            format!("({column} = ${} AND t.queue = ANY(${}::text[]))", first + 2 * i, first + 2 * i + 1)
-        })
-        .collect();
-    format!("({})", clauses.join(" OR "))
-}
-
-/// Splits identities into the parallel arrays SQL takes: endpoint (ids, queues), team (ids, queues).
-pub(crate) fn identity_arrays(identities: &[QueueIdentity]) -> [Vec<String>; 4] {
-    let mut arrays: [Vec<String>; 4] = Default::default();
-    for identity in identities {
-        let offset = if identity.endpoint_id().is_some() { 0 } else { 2 };
-        let owner = identity.endpoint_id().or(identity.team_id()).unwrap_or_default();
-        arrays[offset].push(owner.to_string());
-        arrays[offset + 1].push(identity.queue.clone());
-    }
-    arrays
-}
-
-/// Matches alias `t` against identity arrays bound at `$first..$first+3`.
-pub(crate) fn identity_filter(first: usize) -> String {
-    identity_filter_on("t", first)
-}
-
-/// Matches a table alias's (endpoint_id | team_id, queue) against identity arrays.
-pub(crate) fn identity_filter_on(alias: &str, first: usize) -> String {
-    format!(
-        "(({alias}.endpoint_id, {alias}.queue) IN (SELECT * FROM unnest(${a}::text[], ${b}::text[])) \
-          OR ({alias}.team_id, {alias}.queue) IN (SELECT * FROM unnest(${c}::text[], ${d}::text[])))",
-        a = first,
-        b = first + 1,
-        c = first + 2,
-        d = first + 3
-    )
 }

@@ -12,6 +12,47 @@ use models::store::{AgentLookup, ApiToken, NewEndpoint};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
+/// A human with the reach `human_scope_of` computes for them.
+#[derive(sqlx::FromRow)]
+struct HumanScopeRow {
+    id: String,
+    name: String,
+    instance_admin: bool,
+    endpoint_ids: Vec<String>,
+    team_ids: Vec<String>,
+    /// The human's role in each of `team_ids`, in the same order.
+    roles: Vec<String>,
+    managed_endpoint_ids: Vec<String>,
+}
+
+/// An endpoint found by its token, with its live grants (team id or '' for its own queues) and
+/// the teams its owner configures.
+#[derive(sqlx::FromRow)]
+struct AgentRow {
+    id: String,
+    slug: String,
+    owner_human_id: Option<String>,
+    created_by_human_id: Option<String>,
+    verbs: Vec<String>,
+    grant_team_ids: Vec<String>,
+    grant_queues: Vec<String>,
+    configured_team_ids: Vec<String>,
+}
+
+/// An endpoint with its vend grants (team id or '' for its own queues, and the queue, in order).
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    id: String,
+    slug: String,
+    name: String,
+    owner_human_id: Option<String>,
+    owner_team_id: Option<String>,
+    verbs: Vec<String>,
+    revoked: bool,
+    grant_team_ids: Vec<String>,
+    grant_queues: Vec<String>,
+}
+
 /// A fresh bearer token: the type prefix (`sbh_`, `sbk_`) and 192 random bits in hex.
 pub fn new_token(prefix: &str) -> String {
     let mut bytes = [0_u8; 24];
@@ -172,25 +213,25 @@ impl PgStore {
     /// A human's scope from live rows, never cached: the human `from_where` selects (as `h`,
     /// keyed by `$1` = `key`), the endpoints and teams they reach and those they manage.
     async fn human_scope_of(&self, from_where: &'static str, key: &str) -> Result<Option<HumanScope>> {
-        type Row = (String, String, bool, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
-        let row: Option<Row> = sqlx::query_as(composed_sql!(
+        let row: Option<HumanScopeRow> = sqlx::query_as(composed_sql!(
             "SELECT h.id, h.name, h.instance_admin, \
                ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
                      OR e.owner_team_id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = h.id) \
-                     ORDER BY e.id), \
-               ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id), \
-               ARRAY(SELECT m.role FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id), \
+                     ORDER BY e.id) AS endpoint_ids, \
+               ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id) AS team_ids, \
+               ARRAY(SELECT m.role FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id) AS roles, \
                ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
                      OR e.owner_team_id IN (SELECT m.team_id FROM team_members m \
                                             WHERE m.human_id = h.id AND m.role IN ('owner', 'admin')) \
-                     ORDER BY e.id) \
+                     ORDER BY e.id) AS managed_endpoint_ids \
              {from_where}"
         ))
         .bind(key)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        let Some((id, name, instance_admin, endpoint_ids, team_ids, roles, managed_endpoint_ids)) = row else {
+        let Some(HumanScopeRow { id, name, instance_admin, endpoint_ids, team_ids, roles, managed_endpoint_ids }) = row
+        else {
             return Ok(None);
         };
         let teams = team_ids
@@ -208,26 +249,34 @@ impl PgStore {
     }
 
     pub(crate) async fn agent_by_token_tx(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
-        type Row = (String, String, Option<String>, Option<String>, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
         // Team grants count only while the endpoint's owner still reaches the team.
-        let row: Option<Row> = sqlx::query_as(
+        let row: Option<AgentRow> = sqlx::query_as(
             "WITH live AS ( \
                SELECT g.team_id, g.queue FROM endpoint_grants g JOIN endpoints e ON e.id = g.endpoint_id \
                WHERE e.token_hash = $1 AND (g.team_id IS NULL OR g.team_id = e.owner_team_id \
                  OR EXISTS (SELECT 1 FROM team_members m WHERE m.team_id = g.team_id AND m.human_id = e.owner_human_id))) \
              SELECT e.id, e.slug, e.owner_human_id, e.created_by_human_id, e.verbs, \
-               ARRAY(SELECT coalesce(team_id, '') FROM live ORDER BY team_id NULLS FIRST, queue), \
-               ARRAY(SELECT queue FROM live ORDER BY team_id NULLS FIRST, queue), \
+               ARRAY(SELECT coalesce(team_id, '') FROM live ORDER BY team_id NULLS FIRST, queue) AS grant_team_ids, \
+               ARRAY(SELECT queue FROM live ORDER BY team_id NULLS FIRST, queue) AS grant_queues, \
                ARRAY(SELECT t.id FROM teams t WHERE t.id = e.owner_team_id \
                      OR t.id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = e.owner_human_id \
-                                 AND m.role IN ('owner', 'admin')) ORDER BY t.id) \
+                                 AND m.role IN ('owner', 'admin')) ORDER BY t.id) AS configured_team_ids \
              FROM endpoints e WHERE e.token_hash = $1 AND NOT e.revoked",
         )
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        let Some((id, endpoint_slug, owner_human_id, created_by, verbs, grant_teams, grant_queues, configured)) = row
+        let Some(AgentRow {
+            id,
+            slug: endpoint_slug,
+            owner_human_id,
+            created_by_human_id,
+            verbs,
+            grant_team_ids,
+            grant_queues,
+            configured_team_ids,
+        }) = row
         else {
             return Ok(AgentLookup::Unknown);
         };
@@ -235,7 +284,7 @@ impl PgStore {
             return Ok(AgentLookup::OtherEndpoint);
         }
         let mut reach = Reach { endpoint_ids: vec![id.clone()], team_ids: vec![] };
-        let granted = grant_teams
+        let granted = grant_team_ids
             .into_iter()
             .zip(grant_queues)
             .map(|(team, queue)| {
@@ -249,9 +298,9 @@ impl PgStore {
                 }
             })
             .collect();
-        let manages = Reach { endpoint_ids: vec![id.clone()], team_ids: configured };
+        let manages = Reach { endpoint_ids: vec![id.clone()], team_ids: configured_team_ids };
         Ok(AgentLookup::Found(Box::new(AgentScope {
-            acting_for_human_id: created_by.or_else(|| owner_human_id.clone()),
+            acting_for_human_id: created_by_human_id.or_else(|| owner_human_id.clone()),
             endpoint_id: id,
             endpoint_slug,
             owner_human_id,
@@ -324,12 +373,12 @@ impl PgStore {
     }
 
     pub(crate) async fn endpoints_by_ids(&self, ids: &[String]) -> Result<Vec<Endpoint>> {
-        type Row =
-            (String, String, String, Option<String>, Option<String>, Vec<String>, bool, Vec<String>, Vec<String>);
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<EndpointRow> = sqlx::query_as(
             "SELECT e.id, e.slug, e.name, e.owner_human_id, e.owner_team_id, e.verbs, e.revoked, \
-               ARRAY(SELECT coalesce(g.team_id, '') FROM endpoint_grants g WHERE g.endpoint_id = e.id ORDER BY g.team_id NULLS FIRST, g.queue), \
-               ARRAY(SELECT g.queue FROM endpoint_grants g WHERE g.endpoint_id = e.id ORDER BY g.team_id NULLS FIRST, g.queue) \
+               ARRAY(SELECT coalesce(g.team_id, '') FROM endpoint_grants g WHERE g.endpoint_id = e.id \
+                     ORDER BY g.team_id NULLS FIRST, g.queue) AS grant_team_ids, \
+               ARRAY(SELECT g.queue FROM endpoint_grants g WHERE g.endpoint_id = e.id \
+                     ORDER BY g.team_id NULLS FIRST, g.queue) AS grant_queues \
              FROM endpoints e WHERE e.id = ANY($1) ORDER BY e.created_at, e.id",
         )
         .bind(ids)
@@ -338,10 +387,21 @@ impl PgStore {
         .map_err(db_error)?;
         Ok(rows
             .into_iter()
-            .map(|(id, slug, name, owner_human_id, owner_team_id, verbs, revoked, teams, queues)| {
-                let queues = teams
+            .map(|row| {
+                let EndpointRow {
+                    id,
+                    slug,
+                    name,
+                    owner_human_id,
+                    owner_team_id,
+                    verbs,
+                    revoked,
+                    grant_team_ids,
+                    grant_queues,
+                } = row;
+                let queues = grant_team_ids
                     .into_iter()
-                    .zip(queues)
+                    .zip(grant_queues)
                     .map(|(team, queue)| {
                         if team.is_empty() {
                             QueueIdentity::endpoint(id.clone(), queue)

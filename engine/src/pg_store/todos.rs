@@ -3,7 +3,9 @@
 //! Creation dedups on the idempotency key among live rows of the same queue identity: the
 //! partial unique indexes decide under concurrency, and the loser reads the winner's row.
 
-use super::{PgStore, TODO_COLUMNS, TodoRow, db_error, finish, identity_arrays, identity_filter};
+use super::rows::TodoRow;
+use super::sql::{Binds, TODO_COLUMNS, identity_filter};
+use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::scope::Actor;
@@ -118,24 +120,21 @@ impl PgStore {
             TodoSet::Queues(identities) => (identities, Reach::default()),
             TodoSet::Owners(reach) => (Vec::new(), reach),
         };
-        let [endpoint_ids, endpoint_queues, team_ids, team_queues] = identity_arrays(&identities);
-        let rows: Vec<TodoRow> = sqlx::query_as(composed_sql!(
+        let mut binds = Binds::default();
+        let identities = identity_filter(&mut binds, "t", &identities);
+        let (endpoint_ids, team_ids) = (binds.push(&reach.endpoint_ids), binds.push(&reach.team_ids));
+        let state = binds.push(query.state.map(|s| s.as_str()));
+        let limit = binds.push(query.limit.clamp(1, 1000));
+        let sql = composed_sql!(
             "SELECT {TODO_COLUMNS} FROM todos t \
-             WHERE ({} OR t.endpoint_id = ANY($5) OR t.team_id = ANY($6)) AND ($7::text IS NULL OR t.state = $7) \
-             ORDER BY t.created_at DESC, t.id DESC LIMIT $8",
-            identity_filter(1)
-        ))
-        .bind(&endpoint_ids)
-        .bind(&endpoint_queues)
-        .bind(&team_ids)
-        .bind(&team_queues)
-        .bind(&reach.endpoint_ids)
-        .bind(&reach.team_ids)
-        .bind(query.state.map(|s| s.as_str()))
-        .bind(query.limit.clamp(1, 1000))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_error)?;
+             WHERE ({identities} OR t.endpoint_id = ANY({endpoint_ids}) OR t.team_id = ANY({team_ids})) \
+               AND ({state}::text IS NULL OR t.state = {state}) \
+             ORDER BY t.created_at DESC, t.id DESC LIMIT {limit}"
+        );
+        let rows: Vec<TodoRow> = sqlx::query_as_with(sql, binds.into_arguments().map_err(db_error)?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
         rows.into_iter().map(TodoRow::into_todo).collect()
     }
 

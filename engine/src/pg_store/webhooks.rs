@@ -49,25 +49,16 @@ impl PgStore {
     }
 
     pub(crate) async fn list_webhooks_tx(&self, owner: &str) -> Result<Vec<WebhookSummary>> {
-        type Row = (String, String, Vec<String>, Vec<String>, Vec<String>);
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT w.id, w.name, \
-               ARRAY(SELECT coalesce(t.endpoint_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
-               ARRAY(SELECT coalesce(t.team_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
-               ARRAY(SELECT t.queue FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) \
-             FROM webhooks w WHERE w.owner_human_id = $1 ORDER BY w.created_at, w.id",
-        )
+        let rows: Vec<WebhookRow> = sqlx::query_as(composed_sql!(
+            "SELECT w.id, w.name, {TARGET_COLUMNS} FROM webhooks w WHERE w.owner_human_id = $1 ORDER BY w.created_at, w.id"
+        ))
         .bind(owner)
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
         Ok(rows
             .into_iter()
-            .map(|(id, name, endpoints, teams, queues)| WebhookSummary {
-                id,
-                name,
-                targets: identities(endpoints, teams, queues),
-            })
+            .map(|row| WebhookSummary { id: row.id, name: row.name, targets: row.targets.into_identities() })
             .collect())
     }
 
@@ -93,23 +84,18 @@ impl PgStore {
     }
 
     pub(crate) async fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
-        type Row = (String, String, String, Vec<String>, Vec<String>, Vec<String>);
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT w.name, w.secret, w.owner_human_id, \
-               ARRAY(SELECT coalesce(t.endpoint_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
-               ARRAY(SELECT coalesce(t.team_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid), \
-               ARRAY(SELECT t.queue FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) \
-             FROM webhooks w WHERE w.id = $1",
-        )
+        let row: Option<RouteRow> = sqlx::query_as(composed_sql!(
+            "SELECT w.name, w.secret, w.owner_human_id, {TARGET_COLUMNS} FROM webhooks w WHERE w.id = $1"
+        ))
         .bind(webhook_id)
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        let Some((name, secret, owner, endpoints, teams, queues)) = row else { return Ok(None) };
+        let Some(RouteRow { name, secret, owner_human_id: owner, targets }) = row else { return Ok(None) };
         // The owner's reach is read live: a target they no longer manage (they left the team,
         // lost its admin role) receives nothing from their webhook.
         let manages = self.human_scope(&owner).await?.map(|scope| scope.manages);
-        let mut targets = identities(endpoints, teams, queues);
+        let mut targets = targets.into_identities();
         targets.retain(|target| manages.as_ref().is_some_and(|reach| reach.contains(target)));
         Ok(Some(WebhookRoute { name, secret, targets }))
     }
@@ -185,18 +171,55 @@ impl PgStore {
     }
 }
 
-/// Target rows (endpoint id or '', team id or '', queue) as queue identities, in order.
-fn identities(endpoints: Vec<String>, teams: Vec<String>, queues: Vec<String>) -> Vec<QueueIdentity> {
-    endpoints
-        .into_iter()
-        .zip(teams)
-        .zip(queues)
-        .map(|((endpoint, team), queue)| {
-            if endpoint.is_empty() {
-                QueueIdentity::team(team, queue)
-            } else {
-                QueueIdentity::endpoint(endpoint, queue)
-            }
-        })
-        .collect()
+/// A webhook's targets as three arrays in insertion order, as `TargetsRow` names them: endpoint
+/// id or '', team id or '', queue. `w` is the webhooks alias.
+const TARGET_COLUMNS: &str = "\
+    ARRAY(SELECT coalesce(t.endpoint_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) \
+      AS target_endpoint_ids, \
+    ARRAY(SELECT coalesce(t.team_id, '') FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) \
+      AS target_team_ids, \
+    ARRAY(SELECT t.queue FROM webhook_targets t WHERE t.webhook_id = w.id ORDER BY t.ctid) AS target_queues";
+
+#[derive(sqlx::FromRow)]
+struct TargetsRow {
+    target_endpoint_ids: Vec<String>,
+    target_team_ids: Vec<String>,
+    target_queues: Vec<String>,
+}
+
+impl TargetsRow {
+    /// The targets as queue identities, in order.
+    fn into_identities(self) -> Vec<QueueIdentity> {
+        self.target_endpoint_ids
+            .into_iter()
+            .zip(self.target_team_ids)
+            .zip(self.target_queues)
+            .map(|((endpoint, team), queue)| {
+                if endpoint.is_empty() {
+                    QueueIdentity::team(team, queue)
+                } else {
+                    QueueIdentity::endpoint(endpoint, queue)
+                }
+            })
+            .collect()
+    }
+}
+
+/// A webhook as its owner lists it.
+#[derive(sqlx::FromRow)]
+struct WebhookRow {
+    id: String,
+    name: String,
+    #[sqlx(flatten)]
+    targets: TargetsRow,
+}
+
+/// A webhook as ingest routes a delivery through it.
+#[derive(sqlx::FromRow)]
+struct RouteRow {
+    name: String,
+    secret: String,
+    owner_human_id: String,
+    #[sqlx(flatten)]
+    targets: TargetsRow,
 }

@@ -1,0 +1,76 @@
+//! The passes over `push_due`: each batch of due rows is taken (`SKIP LOCKED`), deleted and
+//! decided in one transaction, so every creation or requeue is pushed once across replicas. Work
+//! in a deferred queue is not rung but watched for its reopening.
+
+use crate::pg_store::rows::TodoRow;
+use crate::pg_store::sql::TODO_COLUMNS;
+use crate::pg_store::{PgStore, db_error};
+use models::error::Result;
+use models::push::{self, DueReason, PushReport};
+use models::todo::Todo;
+use sqlx::{Postgres, Transaction};
+
+impl PgStore {
+    /// Takes the pending push decisions in batches; each batch is one transaction.
+    pub(crate) async fn dispatch_pushes_tx(&self) -> Result<PushReport> {
+        let mut report = PushReport::default();
+        loop {
+            let (batch, taken) = push_pass!(self, |tx| self.dispatch_batch(tx))?;
+            report.absorb(batch);
+            if taken < push::PUSH_BATCH_MAX {
+                break;
+            }
+        }
+        Ok(self.counted(report))
+    }
+
+    async fn dispatch_batch(&self, tx: &mut Transaction<'static, Postgres>) -> Result<(PushReport, i64)> {
+        let due: Vec<DueRow> = sqlx::query_as(composed_sql!(
+            "SELECT d.seq AS due_seq, d.reason AS due_reason, {TODO_COLUMNS} \
+             FROM push_due d JOIN todos t ON t.id = d.todo_id ORDER BY d.seq LIMIT $1 FOR UPDATE OF d SKIP LOCKED"
+        ))
+        .bind(push::PUSH_BATCH_MAX)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        let taken = due.len() as i64;
+        if due.is_empty() {
+            return Ok((PushReport::default(), 0));
+        }
+        let seqs: Vec<i64> = due.iter().map(|d| d.due_seq).collect();
+        sqlx::query("DELETE FROM push_due WHERE seq = ANY($1)")
+            .bind(&seqs)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
+        let now = self.push_now(tx).await?;
+        let mut work: Vec<(Todo, DueReason)> = Vec::new();
+        for row in due {
+            let reason = DueReason::parse(&row.due_reason).unwrap_or(DueReason::Created);
+            let todo = row.todo.into_todo()?;
+            // Only work still waiting is worth a push: a todo claimed meanwhile needs none.
+            if todo.state == models::todo::TodoState::Pending {
+                work.push((todo, reason));
+            }
+        }
+        let mut report = PushReport::default();
+        let deferred = self.deferred_among(work.iter().map(|(t, _)| &t.identity)).await?;
+        for (todo, reason) in work {
+            if deferred.contains(&todo.identity) {
+                self.watch_in(tx, &todo.identity, now).await?;
+                report.withheld_deferred += 1;
+                continue;
+            }
+            report.absorb(self.push_todo(tx, &todo, reason.ring_reason(), Some(reason), now).await?);
+        }
+        Ok((report, taken))
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct DueRow {
+    due_seq: i64,
+    due_reason: String,
+    #[sqlx(flatten)]
+    todo: TodoRow,
+}

@@ -1,0 +1,80 @@
+//! The doorbell heartbeat: waiting, unclaimed work is rung again on a backoff (at most
+//! `RINGS_PER_TODO_MAX` times), round-robin across owners, by one replica at a time.
+
+use crate::pg_store::rows::TodoRow;
+use crate::pg_store::sql::TODO_COLUMNS;
+use crate::pg_store::{PgStore, db_error};
+use chrono::{DateTime, Duration, Utc};
+use models::error::Result;
+use models::identity::Owner;
+use models::push::{self, PushReport, RingReason, SESSION_STALE_SECONDS};
+use models::todo::Todo;
+use sqlx::{Postgres, Transaction};
+use std::collections::BTreeMap;
+
+impl PgStore {
+    /// The doorbell heartbeat: a few due, unclaimed todos of endpoints with a live stream,
+    /// round-robin across endpoints. One replica sweeps at a time (a transaction lock).
+    pub(crate) async fn heartbeat_sweep_tx(&self) -> Result<PushReport> {
+        Ok(self.counted(push_pass!(self, |tx| self.heartbeat_in(tx))?))
+    }
+
+    async fn heartbeat_in(&self, tx: &mut Transaction<'static, Postgres>) -> Result<PushReport> {
+        let mut report = PushReport::default();
+        let won: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('switchboard_heartbeat_sweep'))")
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(db_error)?;
+        if !won {
+            return Ok(report);
+        }
+        let now = self.push_now(tx).await?;
+        let candidates: Vec<HeartbeatRow> = sqlx::query_as(composed_sql!(
+            "SELECT coalesce(r.ring_attempts, 0) AS rings, coalesce(r.last_ringed_at, t.created_at) AS last_ringed_at, \
+                    {TODO_COLUMNS} \
+             FROM todos t LEFT JOIN todo_rings r ON r.todo_id = t.id \
+             WHERE t.state = 'pending' AND coalesce(r.ring_attempts, 0) < $1 \
+               AND EXISTS (SELECT 1 FROM endpoint_grants g JOIN mcp_sessions s ON s.endpoint_id = g.endpoint_id \
+                           WHERE g.queue = t.queue AND (g.endpoint_id = t.endpoint_id OR g.team_id = t.team_id) \
+                             AND s.stream_replica IS NOT NULL AND s.last_seen_at > $2) \
+             ORDER BY coalesce(r.last_ringed_at, t.created_at), t.id LIMIT 200"
+        ))
+        .bind(push::RINGS_PER_TODO_MAX)
+        .bind(now - Duration::seconds(SESSION_STALE_SECONDS))
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        let mut due: Vec<Todo> = Vec::new();
+        for row in candidates {
+            if push::heartbeat_due_at(row.rings, row.last_ringed_at).is_some_and(|at| at <= now) {
+                due.push(row.todo.into_todo()?);
+            }
+        }
+        let deferred = self.deferred_among(due.iter().map(|t| &t.identity)).await?;
+        // Round-robin: at most one todo per owner per round, in due order.
+        let mut by_owner: BTreeMap<Owner, Vec<Todo>> = BTreeMap::new();
+        for todo in due.into_iter().filter(|t| !deferred.contains(&t.identity)) {
+            by_owner.entry(todo.identity.owner.clone()).or_default().push(todo);
+        }
+        let mut chosen = Vec::new();
+        while chosen.len() < push::HEARTBEAT_TODOS_PER_SWEEP_MAX && by_owner.values().any(|v| !v.is_empty()) {
+            for todos in by_owner.values_mut() {
+                if chosen.len() < push::HEARTBEAT_TODOS_PER_SWEEP_MAX && !todos.is_empty() {
+                    chosen.push(todos.remove(0));
+                }
+            }
+        }
+        for todo in chosen {
+            report.absorb(self.push_todo(tx, &todo, RingReason::Heartbeat, None, now).await?);
+        }
+        Ok(report)
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct HeartbeatRow {
+    rings: i32,
+    last_ringed_at: DateTime<Utc>,
+    #[sqlx(flatten)]
+    todo: TodoRow,
+}

@@ -1,0 +1,128 @@
+//! REQ-8's reopen: a queue identity that was deferred when work arrived is watched, and once it
+//! admits claims again (or lost its policy) one sweep rings its oldest waiting todo and unwatches
+//! it. A watched row is taken with `SKIP LOCKED`, so one replica decides each reopening.
+
+use super::watch_key;
+use crate::pg_store::rows::TodoRow;
+use crate::pg_store::sql::TODO_COLUMNS;
+use crate::pg_store::{PgStore, db_error};
+use chrono::{DateTime, Utc};
+use models::error::Result;
+use models::identity::QueueIdentity;
+use models::presence::Presence;
+use models::push::{self, PushReport, RingReason};
+use sqlx::{PgConnection, Postgres, Transaction};
+
+impl PgStore {
+    pub(super) async fn watch_in(
+        &self,
+        conn: &mut PgConnection,
+        identity: &QueueIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let (kind, owner) = watch_key(identity);
+        sqlx::query(
+            "INSERT INTO admission_reopen_watch (owner_kind, owner_id, queue, since) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(kind)
+        .bind(owner)
+        .bind(&identity.queue)
+        .bind(now)
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub(crate) async fn watch_reopen_tx(&self, identities: &[QueueIdentity]) -> Result<()> {
+        if identities.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let now = self.push_now(&mut conn).await?;
+        for identity in identities {
+            self.watch_in(&mut conn, identity, now).await?;
+        }
+        Ok(())
+    }
+
+    /// REQ-8's reopen sweep. A watched identity is taken with `SKIP LOCKED`, so one replica
+    /// decides it; it is rung and unwatched only once it admits claims (or has no policy).
+    pub(crate) async fn reopen_sweep_tx(&self) -> Result<PushReport> {
+        Ok(self.counted(push_pass!(self, |tx| self.reopen_in(tx))?))
+    }
+
+    async fn reopen_in(&self, tx: &mut Transaction<'static, Postgres>) -> Result<PushReport> {
+        let watched: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT owner_kind, owner_id, queue FROM admission_reopen_watch ORDER BY since LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(push::PUSH_BATCH_MAX)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        let identities: Vec<QueueIdentity> = watched
+            .into_iter()
+            .map(|(kind, owner, queue)| match kind.as_str() {
+                "team" => QueueIdentity::team(owner, queue),
+                _ => QueueIdentity::endpoint(owner, queue),
+            })
+            .collect();
+        let deferred = self.deferred_among(identities.iter()).await?;
+        let now = self.push_now(tx).await?;
+        let mut report = PushReport::default();
+        for identity in identities.iter().filter(|i| !deferred.contains(i)) {
+            let (kind, owner) = watch_key(identity);
+            sqlx::query("DELETE FROM admission_reopen_watch WHERE owner_kind = $1 AND owner_id = $2 AND queue = $3")
+                .bind(kind)
+                .bind(owner)
+                .bind(&identity.queue)
+                .execute(&mut **tx)
+                .await
+                .map_err(db_error)?;
+            report.absorb(self.reopen_identity(tx, identity, now).await?);
+        }
+        Ok(report)
+    }
+
+    /// One doorbell per endpoint (in presence) that drains the identity, naming its oldest
+    /// pending todo, and one hook call per hook; nothing when no todo waits.
+    async fn reopen_identity(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        identity: &QueueIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<PushReport> {
+        let oldest: Option<TodoRow> = sqlx::query_as(composed_sql!(
+            "SELECT {TODO_COLUMNS} FROM todos t WHERE t.state = 'pending' AND t.queue = $3 \
+               AND t.endpoint_id IS NOT DISTINCT FROM $1 AND t.team_id IS NOT DISTINCT FROM $2 \
+             ORDER BY t.created_at, t.id LIMIT 1"
+        ))
+        .bind(identity.endpoint_id())
+        .bind(identity.team_id())
+        .bind(&identity.queue)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        let mut report = PushReport::default();
+        let Some(oldest) = oldest else {
+            return Ok(report);
+        };
+        let todo = oldest.into_todo()?;
+        report.reopens = 1;
+        let targets = self.targets(tx, identity).await?;
+        for target in &targets {
+            if target.presence(now) == Presence::Out {
+                // The clock-in digest covers this work (REQ-8 "Reopening while clocked out").
+                report.withheld_out += 1;
+                continue;
+            }
+            let endpoint = [target.id.clone()];
+            if let Some(ring) = self.ring_one(tx, &endpoint, Some(&todo), RingReason::Reopen, None, now).await? {
+                report.rings.push(ring);
+            }
+        }
+        report.hook_calls_enqueued += self.enqueue_hooks(tx, &todo, "reopened", &targets, now).await?;
+        Ok(report)
+    }
+}

@@ -1,0 +1,171 @@
+//! How one push is delivered: a doorbell to the least recently rung live session of the
+//! endpoints that may take the work, announced with `pg_notify` at commit, and one outbox row per
+//! enabled notify hook. Every pass (dispatch, reopen, heartbeat, digest) delivers through here.
+
+use super::{PUSH_CHANNEL, Target, new_id, ring_announcement};
+use crate::pg_store::{PgStore, db_error};
+use chrono::{DateTime, Duration, Utc};
+use models::error::{Error, Result};
+use models::presence::Presence;
+use models::push::{self, DigestReason, DueReason, PushReport, Ring, RingReason, SESSION_STALE_SECONDS};
+use models::todo::Todo;
+use sqlx::{Postgres, Transaction};
+
+impl PgStore {
+    /// Rings one session for a todo (the least recently rung among the endpoints in presence
+    /// that drain its queue) and, for creations and requeues, enqueues one call per hook.
+    pub(super) async fn push_todo(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        todo: &Todo,
+        reason: RingReason,
+        hooks: Option<DueReason>,
+        now: DateTime<Utc>,
+    ) -> Result<PushReport> {
+        let mut report = PushReport::default();
+        let targets = self.targets(tx, &todo.identity).await?;
+        let present: Vec<&Target> = targets.iter().filter(|t| t.presence(now) == Presence::In).collect();
+        if present.is_empty() && !targets.is_empty() {
+            report.withheld_out += 1;
+        }
+        let endpoint_ids: Vec<String> = present.iter().map(|t| t.id.clone()).collect();
+        if let Some(ring) = self.ring_one(tx, &endpoint_ids, Some(todo), reason, None, now).await? {
+            sqlx::query(
+                "INSERT INTO todo_rings (todo_id, ring_attempts, last_ringed_at) VALUES ($1, 1, $2) \
+                 ON CONFLICT (todo_id) DO UPDATE SET ring_attempts = todo_rings.ring_attempts + 1, last_ringed_at = $2",
+            )
+            .bind(&todo.id)
+            .bind(now)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
+            report.rings.push(ring);
+        }
+        if let Some(due) = hooks {
+            report.hook_calls_enqueued += self.enqueue_hooks(tx, todo, due.as_str(), &targets, now).await?;
+        }
+        Ok(report)
+    }
+
+    /// Picks the least recently rung live session of `endpoint_ids`, records the doorbell and
+    /// announces it. None when no such session has an open stream.
+    pub(super) async fn ring_one(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        endpoint_ids: &[String],
+        todo: Option<&Todo>,
+        reason: RingReason,
+        digest: Option<(i64, Vec<String>, DigestReason)>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Ring>> {
+        if endpoint_ids.is_empty() {
+            return Ok(None);
+        }
+        let session: Option<(String, String, String)> = sqlx::query_as(
+            "SELECT id, endpoint_id, stream_replica FROM mcp_sessions \
+             WHERE endpoint_id = ANY($1) AND stream_replica IS NOT NULL AND last_seen_at > $2 \
+             ORDER BY last_rung_at NULLS FIRST, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(endpoint_ids)
+        .bind(now - Duration::seconds(SESSION_STALE_SECONDS))
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        let Some((session_id, endpoint_id, replica_id)) = session else {
+            return Ok(None);
+        };
+        self.record_ring(tx, &session_id, &endpoint_id, &replica_id, todo, reason, digest, now).await.map(Some)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn record_ring(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        session_id: &str,
+        endpoint_id: &str,
+        replica_id: &str,
+        todo: Option<&Todo>,
+        reason: RingReason,
+        digest: Option<(i64, Vec<String>, DigestReason)>,
+        now: DateTime<Utc>,
+    ) -> Result<Ring> {
+        let ring_id = new_id("rg");
+        let message = match (&digest, todo) {
+            (Some((pending, queues, why)), _) => push::digest_message(&ring_id, *pending, queues, *why),
+            (None, Some(todo)) => push::doorbell_message(todo, &ring_id, reason),
+            (None, None) => return Err(Error::internal("a doorbell needs a todo or a digest")),
+        };
+        let queue = todo.map(|t| t.identity.queue.clone());
+        let todo_id = todo.map(|t| t.id.clone());
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO doorbell_rings (ring_id, session_id, endpoint_id, queue, todo_id, reason, message, at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
+        )
+        .bind(&ring_id)
+        .bind(session_id)
+        .bind(endpoint_id)
+        .bind(&queue)
+        .bind(&todo_id)
+        .bind(reason.as_str())
+        .bind(&message)
+        .bind(now)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        sqlx::query("UPDATE mcp_sessions SET last_rung_at = $2 WHERE id = $1")
+            .bind(session_id)
+            .bind(now)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
+        let ring = Ring {
+            seq,
+            ring_id,
+            session_id: session_id.to_string(),
+            endpoint_id: endpoint_id.to_string(),
+            replica_id: replica_id.to_string(),
+            queue,
+            todo_id,
+            reason,
+            message,
+        };
+        // Delivered at commit to every replica; the one holding the stream sends it.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(PUSH_CHANNEL)
+            .bind(ring_announcement(&ring).to_string())
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
+        Ok(ring)
+    }
+
+    /// One outbox row per enabled hook of the target endpoints (in presence, or ignoring it).
+    pub(super) async fn enqueue_hooks(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        todo: &Todo,
+        reason: &str,
+        targets: &[Target],
+        now: DateTime<Utc>,
+    ) -> Result<u64> {
+        let mut enqueued = 0;
+        for target in targets {
+            let present = target.presence(now) == Presence::In;
+            let body = push::hook_body(todo, reason, &target.slug);
+            enqueued += sqlx::query(
+                "INSERT INTO hook_outbox (hook_id, msg_id, body, next_attempt_at, created_at) \
+                 SELECT h.id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $3 FROM notify_hooks h \
+                 WHERE h.endpoint_id = $1 AND h.enabled AND ($4 OR h.ignore_presence)",
+            )
+            .bind(&target.id)
+            .bind(&body)
+            .bind(now)
+            .bind(present)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?
+            .rows_affected();
+        }
+        Ok(enqueued)
+    }
+}
