@@ -7,7 +7,7 @@ use crate::state::AppState;
 use crate::wire::{ApiError, ApiResult, Args, parse_body, parse_limit, parse_max_attempts, todo_json};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
 use models::error::{Error, Result};
@@ -87,11 +87,11 @@ pub async fn vend<S: Store>(
         })
         .await?;
     tracing::info!(endpoint = %endpoint.id, human = %human.human.id, "endpoint vended");
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1:8080");
+    let mcp_url = state.public_url.absolute(&headers, &format!("/mcp/{}", endpoint.slug));
     let mut body = endpoint_json(&endpoint);
     if let Some(map) = body.as_object_mut() {
         map.insert("token".into(), Value::String(token));
-        map.insert("mcp_url".into(), Value::String(format!("http://{host}/mcp/{}", endpoint.slug)));
+        map.insert("mcp_url".into(), Value::String(mcp_url));
     }
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
@@ -118,21 +118,23 @@ async fn granted_queues<S: Store>(
     owner_team_id: Option<&String>,
 ) -> Result<(Vec<String>, Vec<(String, String)>)> {
     let mut own_queues = Vec::new();
-    let mut team_queues = Vec::new();
+    // (field, team reference, queue): the references are resolved together, in one store call.
+    let mut team_grants = Vec::new();
     for (i, raw) in queues.iter().enumerate() {
         let field = format!("queues[{i}]");
         match GrantRef::parse(&field, raw)? {
             GrantRef::Own(queue) => own_queues.push(queue),
-            GrantRef::Team { team, queue } => {
-                let Owner::Team(team_id) = store.resolve_scope(&human.reach, &ScopeRef::Team(team)).await? else {
-                    return Err(Error::internal("team scope resolved to an endpoint"));
-                };
-                if owner_team_id.is_some_and(|owner| owner != &team_id) {
-                    return Err(Error::invalid(&field, "a team's endpoint drains only that team's queues"));
-                }
-                team_queues.push((team_id, queue));
-            }
+            GrantRef::Team { team, queue } => team_grants.push((field, team, queue)),
         }
+    }
+    let references: Vec<String> = team_grants.iter().map(|(_, team, _)| team.clone()).collect();
+    let team_ids = store.resolve_teams(&human.reach, &references).await?;
+    let mut team_queues = Vec::new();
+    for ((field, _, queue), team_id) in team_grants.into_iter().zip(team_ids) {
+        if owner_team_id.is_some_and(|owner| owner != &team_id) {
+            return Err(Error::invalid(&field, "a team's endpoint drains only that team's queues"));
+        }
+        team_queues.push((team_id, queue));
     }
     Ok((own_queues, team_queues))
 }

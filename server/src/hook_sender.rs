@@ -11,6 +11,9 @@
 //! would let a DNS answer that changes between check and use (rebinding) swap in a private
 //! address. For the same reason proxies are off (a proxy resolves the name itself), redirects are
 //! not followed (a 3xx could point anywhere), and the response body is never read or reported.
+//! An `https://` hook is pinned the same way: only the connection's address is taken from the
+//! pin, while the TLS server name (SNI) and the certificate check stay the URL's host, against
+//! the compiled-in public roots (`crate::tls`), so pinning never weakens the certificate check.
 //!
 //! Must never: connect to an address it has not checked, follow a redirect, or return a
 //! receiver's response body to the caller.
@@ -237,6 +240,10 @@ async fn post_pinned(
     timeout: Duration,
 ) -> Outcome {
     let failed = |reason: String| Outcome::Failed { reason };
+    let tls = match crate::tls::public_roots() {
+        Ok(tls) => tls,
+        Err(problem) => return failed(format!("hook TLS settings could not be built ({problem})")),
+    };
     let mut builder = reqwest::Client::builder()
         // A proxy would resolve the name itself, outside the guard.
         .no_proxy()
@@ -245,6 +252,7 @@ async fn post_pinned(
         .retry(reqwest::retry::never())
         .timeout(timeout)
         .user_agent(USER_AGENT)
+        .tls_backend_preconfigured(tls)
         .dns_resolver(PinnedOnly);
     if let Some(domain) = url.domain() {
         builder = builder.resolve_to_addrs(domain, addresses);
@@ -264,7 +272,8 @@ async fn post_pinned(
     }
 }
 
-/// A short, body-free description of a transport error: its kind and, if any, the I/O cause.
+/// A short, body-free description of a transport error: its kind and, if any, the TLS or I/O
+/// cause (a refused certificate is worth naming: the receiver must fix it, not wait it out).
 fn error_kind(error: &reqwest::Error) -> String {
     let kind = if error.is_timeout() {
         "timed out"
@@ -275,6 +284,9 @@ fn error_kind(error: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
+    if let Some(problem) = crate::tls::tls_problem(error) {
+        return format!("{kind} (TLS: {problem})");
+    }
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {

@@ -6,6 +6,7 @@ use models::scope::TeamRole;
 use models::store::SystemClock;
 use serde_json::json;
 use server::database::{self, Target};
+use server::public_url::PublicUrl;
 use server::serve::{self, ServeOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,8 +24,8 @@ use std::time::Duration;
         Start with `switchboard serve` (it runs its own PostgreSQL when no DATABASE_URL is set),\n\
         then `switchboard admin human add NAME` for an operator API token and\n\
         `switchboard admin login-link NAME` for a link that signs NAME in to the board.",
-    after_help = "Environment: DATABASE_URL, SWITCHBOARD_LISTEN, SWITCHBOARD_REAPER_INTERVAL, RUST_LOG;\n\
-        for `queue`, `todo`, `system` and `endpoint`: SWITCHBOARD_URL (default http://127.0.0.1:8080), SWITCHBOARD_TOKEN (sbh_...)."
+    after_help = "Environment: DATABASE_URL, SWITCHBOARD_LISTEN, SWITCHBOARD_REAPER_INTERVAL, SWITCHBOARD_PUBLIC_URL, RUST_LOG;\n\
+        for `queue`, `todo`, `system` and `endpoint`: SWITCHBOARD_URL (default http://127.0.0.1:8080), SWITCHBOARD_TOKEN (sbh_...), SWITCHBOARD_CA_CERT."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -71,6 +72,11 @@ struct ServeArgs {
     /// Most database connections this server opens.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pool_size: u32,
+    /// The URL clients reach this server at (http or https, optionally with a path prefix), when
+    /// a proxy or TLS terminator stands in front: `mcp_url` and `ingest_url` are built on it.
+    /// Without it they are http:// plus the request's Host header.
+    #[arg(long, env = "SWITCHBOARD_PUBLIC_URL", value_name = "URL", value_parser = PublicUrl::parse)]
+    public_url: Option<PublicUrl>,
 }
 
 #[derive(Subcommand)]
@@ -189,6 +195,7 @@ async fn run(command: Command) -> Result<(), String> {
                 data_dir: args.database.data_dir,
                 reaper_interval: Duration::from_secs(args.reaper_interval),
                 pool_connections_max: args.pool_size,
+                public_url: args.public_url.unwrap_or_else(PublicUrl::from_request),
             })
             .await
         }

@@ -5,6 +5,7 @@
 use crate::app::router;
 use crate::database::{self, Target};
 use crate::hook_sender::AddressPolicy;
+use crate::public_url::PublicUrl;
 use crate::push::{Hub, tasks};
 use crate::state::AppState;
 use engine::{PgStore, PoolSettings, sweeps};
@@ -21,6 +22,8 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     pub reaper_interval: Duration,
     pub pool_connections_max: u32,
+    /// The base of the URLs handed out (`--public-url`); none: the request's Host over http.
+    pub public_url: PublicUrl,
 }
 
 pub async fn run(options: ServeOptions) -> Result<(), String> {
@@ -64,7 +67,16 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     let mut pushers =
         tasks::spawn(store.clone(), push.clone(), options.reaper_interval, hook_addresses, shutdown_rx.clone());
     pushers.push(listen_for_doorbells(store.clone(), push.clone(), shutdown_rx.clone()));
-    let state = AppState { metrics, push: push.clone(), hook_addresses, ..AppState::new(store.clone()) };
+    if let Some(base) = options.public_url.configured() {
+        tracing::info!(public_url = base, "handing out URLs under the configured public base");
+    }
+    let state = AppState {
+        metrics,
+        push: push.clone(),
+        hook_addresses,
+        public_url: options.public_url,
+        ..AppState::new(store.clone())
+    };
     let app = router(state.clone()).merge(crate::board::router(state, shutdown_rx.clone()));
 
     // Tests and scripts wait for exactly this line.

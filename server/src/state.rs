@@ -6,6 +6,7 @@
 
 use crate::hook_sender::AddressPolicy;
 use crate::metrics::config::MetricsConfig;
+use crate::public_url::PublicUrl;
 use crate::push::Hub;
 use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
@@ -29,6 +30,8 @@ pub struct AppState<S: Store> {
     pub push: Arc<Hub>,
     /// Which addresses notify hooks may call (the SSRF guard's setting).
     pub hook_addresses: AddressPolicy,
+    /// The base of the absolute URLs handed out (`mcp_url`, `ingest_url`); `serve --public-url`.
+    pub public_url: PublicUrl,
 }
 
 impl<S: Store> AppState<S> {
@@ -39,6 +42,7 @@ impl<S: Store> AppState<S> {
             metrics: Arc::new(MetricsConfig::closed()),
             push: Arc::new(Hub::new("local")),
             hook_addresses: AddressPolicy::PublicOnly,
+            public_url: PublicUrl::from_request(),
         }
     }
 }
@@ -51,6 +55,7 @@ impl<S: Store> Clone for AppState<S> {
             metrics: self.metrics.clone(),
             push: self.push.clone(),
             hook_addresses: self.hook_addresses,
+            public_url: self.public_url.clone(),
         }
     }
 }

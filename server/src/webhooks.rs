@@ -10,7 +10,7 @@ use crate::state::AppState;
 use crate::wire::{ApiError, ApiResult, Args, parse_body, scope_string};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use base64::Engine;
 use models::error::{Code, Error};
@@ -124,13 +124,13 @@ pub async fn create<S: Store>(
     let secret = new_secret();
     let id = state.store.create_webhook(&human.human.id, name, &secret, &identities).await?;
     tracing::info!(webhook = %id, human = %human.human.id, targets = identities.len(), "webhook registered");
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1:8080");
+    let ingest_url = state.public_url.absolute(&headers, &format!("/ingest/{id}"));
     Ok((
         StatusCode::CREATED,
         axum::Json(json!({
             "id": id,
             "name": name,
-            "ingest_url": format!("http://{host}/ingest/{id}"),
+            "ingest_url": ingest_url,
             "secret": secret,
             "targets": identities.iter().map(|t| json!({ "scope": scope_string(t), "queue": t.queue })).collect::<Vec<_>>(),
         })),

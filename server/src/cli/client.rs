@@ -5,6 +5,7 @@
 
 use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
+use std::path::Path;
 use std::time::Duration;
 
 /// A CLI request that has not answered in this long is reported rather than waited on.
@@ -23,6 +24,22 @@ pub enum Failure {
     Trouble(String),
 }
 
+/// The certificates of a `--ca-cert` PEM file: a private CA the CLI trusts besides the public roots.
+pub struct CaFile {
+    certificates: Vec<rustls::pki_types::CertificateDer<'static>>,
+}
+
+impl CaFile {
+    /// Reads and parses the file; any problem is a usage error naming the flag and the path.
+    pub fn read(path: &Path) -> Result<CaFile, Failure> {
+        let problem =
+            |what: String| Failure::Usage(format!("--ca-cert (SWITCHBOARD_CA_CERT) {}: {what}", path.display()));
+        let pem = std::fs::read(path).map_err(|e| problem(format!("cannot be read ({e})")))?;
+        let certificates = crate::tls::read_pem_certificates(&pem).map_err(problem)?;
+        Ok(CaFile { certificates })
+    }
+}
+
 /// The operator API at one base URL, with one bearer.
 pub struct Api {
     http: reqwest::Client,
@@ -31,22 +48,27 @@ pub struct Api {
 }
 
 impl Api {
-    pub fn new(base: &str, token: &str) -> Result<Api, Failure> {
+    /// `base` is `--url`; `ca_certificates` the PEM text of `--ca-cert`, trusted besides the
+    /// public roots (a private CA). https is verified as usual: name and chain, never skipped.
+    pub fn new(base: &str, token: &str, ca_certificates: Option<&CaFile>) -> Result<Api, Failure> {
         let base = Url::parse(base).map_err(|e| {
-            Failure::Usage(format!("SWITCHBOARD_URL {base:?} is not a URL ({e}); e.g. http://127.0.0.1:8080"))
+            Failure::Usage(format!("--url (SWITCHBOARD_URL) {base:?} is not a URL ({e}); e.g. http://127.0.0.1:8080"))
         })?;
-        // The binary carries no TLS stack (it serves plain http behind whatever terminates TLS).
-        if base.scheme() != "http" {
+        if !matches!(base.scheme(), "http" | "https") {
             return Err(Failure::Usage(format!(
-                "SWITCHBOARD_URL {base} must start with http://; this build speaks plain HTTP only \
-                 (reach a TLS endpoint through a local tunnel or proxy)"
+                "--url (SWITCHBOARD_URL) {base} must start with http:// or https://, not {}://",
+                base.scheme()
             )));
         }
         if base.cannot_be_a_base() {
-            return Err(Failure::Usage(format!("SWITCHBOARD_URL {base} cannot carry API paths")));
+            return Err(Failure::Usage(format!("--url (SWITCHBOARD_URL) {base} cannot carry API paths")));
         }
+        let extra_roots = ca_certificates.map(|file| file.certificates.as_slice()).unwrap_or_default();
+        let tls = crate::tls::client_config(extra_roots)
+            .map_err(|e| Failure::Usage(format!("--ca-cert (SWITCHBOARD_CA_CERT): {e}")))?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(REQUEST_TIMEOUT_SECONDS))
+            .tls_backend_preconfigured(tls)
             .build()
             .map_err(|e| Failure::Trouble(format!("cannot set up the HTTP client: {e}")))?;
         Ok(Api { http, base, token: token.to_string() })
@@ -93,7 +115,13 @@ impl Api {
 }
 
 fn unreachable_failure(base: &Url, method: &Method, url: &Url, error: &reqwest::Error) -> Failure {
-    if error.is_connect() {
+    // A refused certificate is not a server that is down: say so, and how to trust a private CA.
+    if let Some(problem) = crate::tls::tls_problem(error) {
+        Failure::Trouble(format!(
+            "TLS with switchboard at {base} failed: {problem}; if its certificate is signed by a \
+             private CA, pass that CA with --ca-cert PATH (or SWITCHBOARD_CA_CERT)"
+        ))
+    } else if error.is_connect() {
         Failure::Trouble(format!(
             "cannot reach switchboard at {base}: is `switchboard serve` running there? \
              (set SWITCHBOARD_URL to its address; {error})"
@@ -137,7 +165,7 @@ mod tests {
     use super::*;
 
     fn api(base: &str) -> Api {
-        match Api::new(base, "sbh_test") {
+        match Api::new(base, "sbh_test", None) {
             Ok(api) => api,
             Err(failure) => panic!("{failure:?}"),
         }
@@ -159,9 +187,27 @@ mod tests {
     }
 
     #[test]
-    fn https_and_garbage_urls_are_usage_errors() {
-        assert!(matches!(Api::new("https://example.test", "t"), Err(Failure::Usage(_))));
-        assert!(matches!(Api::new("not a url", "t"), Err(Failure::Usage(_))));
+    fn https_urls_are_accepted_and_other_schemes_are_usage_errors_naming_the_flag() {
+        assert_eq!(
+            api("https://example.test/sb").url(&["todos"], &[]).as_str(),
+            "https://example.test/sb/api/v1/todos"
+        );
+        for base in ["ftp://example.test", "file:///tmp/sock", "not a url"] {
+            let Err(Failure::Usage(message)) = Api::new(base, "t", None) else { panic!("{base} was accepted") };
+            assert!(message.contains("--url (SWITCHBOARD_URL)"), "{base}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_ca_file_that_is_missing_or_not_pem_is_a_usage_error_naming_the_flag() {
+        let directory = tempfile::tempdir().unwrap();
+        let missing = directory.path().join("missing.pem");
+        let not_pem = directory.path().join("key.txt");
+        std::fs::write(&not_pem, "hello").unwrap();
+        for path in [missing, not_pem] {
+            let Err(Failure::Usage(message)) = CaFile::read(&path) else { panic!("{} was accepted", path.display()) };
+            assert!(message.starts_with("--ca-cert (SWITCHBOARD_CA_CERT)"), "{message}");
+        }
     }
 
     #[test]

@@ -23,16 +23,18 @@ mod token;
 mod webhook;
 
 use clap::{ArgGroup, Args, Subcommand};
-use client::{Api, Failure};
+use client::{Api, CaFile, Failure};
 use models::identity::{ScopeRef, validate_queue_name};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Where the operator token comes from. Never a flag, so it stays out of shell history and `ps`.
 const TOKEN_VARIABLE: &str = "SWITCHBOARD_TOKEN";
 
 /// Shown under every operator command's `--help`: what the commands read and how they exit.
-const ENVIRONMENT_HELP: &str = "Environment: SWITCHBOARD_URL (default http://127.0.0.1:8080) and \
-    SWITCHBOARD_TOKEN (an sbh_ operator token, as `switchboard admin human add NAME` prints).\n\
+const ENVIRONMENT_HELP: &str = "Environment: SWITCHBOARD_URL (default http://127.0.0.1:8080; http or \
+    https), SWITCHBOARD_TOKEN (an sbh_ operator token, as `switchboard admin human add NAME` prints) \
+    and SWITCHBOARD_CA_CERT (a private CA for https, PEM).\n\
     Exit status: 0 ok, 1 refused by the server (it prints `code: message`), unreachable or not \
     confirmed, 2 usage (including a removal without --yes when stdin is not a terminal).";
 
@@ -92,9 +94,13 @@ pub enum OperatorCommand {
 /// How to reach the server and how to print its answer; shared by every operator command.
 #[derive(Args)]
 pub struct Connection {
-    /// Base URL of the switchboard server (plain http).
+    /// Base URL of the switchboard server (http:// or https://).
     #[arg(long, global = true, env = "SWITCHBOARD_URL", default_value = "http://127.0.0.1:8080", display_order = 100)]
     url: String,
+    /// A PEM file of CA certificates to trust for an https --url besides the public roots
+    /// (a server behind a private CA).
+    #[arg(long, global = true, env = "SWITCHBOARD_CA_CERT", value_name = "PATH", display_order = 102)]
+    ca_cert: Option<PathBuf>,
     /// Print the API's JSON answer verbatim instead of a table.
     #[arg(long, global = true, display_order = 101)]
     json: bool,
@@ -354,7 +360,8 @@ fn connect(connection: &Connection) -> Result<Api, Failure> {
              `switchboard admin human add NAME` prints"
         )));
     }
-    Api::new(&connection.url, token.trim())
+    let ca_file = connection.ca_cert.as_deref().map(CaFile::read).transpose()?;
+    Api::new(&connection.url, token.trim(), ca_file.as_ref())
 }
 
 /// SCOPE as the server parses it, so a malformed one is a usage error before any request.

@@ -185,6 +185,64 @@ async fn the_client_connects_to_the_pinned_address_without_resolving() {
     assert_eq!(paths(&calls), ["/pinned"]);
 }
 
+/// Names each ClientHello asked for (its SNI), in arrival order.
+type ServerNames = Arc<Mutex<Vec<Option<String>>>>;
+
+/// A TLS receiver on 127.0.0.1 that records the server name each ClientHello carries, then
+/// answers with a self-signed certificate for `name` (which no public root vouches for).
+async fn tls_receiver(name: &str) -> (SocketAddr, ServerNames) {
+    let certified = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .unwrap();
+    let config = Arc::new(config);
+    let names = ServerNames::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let seen = names.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+            let Ok(start) = acceptor.await else { continue };
+            seen.lock().unwrap().push(start.client_hello().server_name().map(str::to_string));
+            // The client refuses the certificate; the handshake's end is not this test's business.
+            let _ = start.into_stream(config.clone()).await;
+        }
+    });
+    (address, names)
+}
+
+#[tokio::test]
+async fn the_guard_accepts_https_hooks_and_checks_their_addresses_like_http() {
+    let public = check_url("https://93.184.216.34/hook").unwrap();
+    let pinned = resolve_checked(&public, AddressPolicy::PublicOnly).await.unwrap();
+    assert_eq!(pinned, vec![SocketAddr::from(([93, 184, 216, 34], 443))], "https pins port 443 by default");
+    let private = check_url("https://10.0.0.1:8443/hook").unwrap();
+    let error = resolve_checked(&private, AddressPolicy::PublicOnly).await.unwrap_err();
+    assert!(error.message.contains("private"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn an_https_hook_connects_to_the_pinned_address_and_keeps_the_url_host_for_tls() {
+    // `hooks.invalid` can never resolve, so reaching the receiver proves the pin; the server name
+    // in the ClientHello proves TLS still names (and checks the certificate of) the URL's host.
+    let (address, names) = tls_receiver("hooks.invalid").await;
+    let url = check_url(&format!("https://hooks.invalid:{}/pinned", address.port())).unwrap();
+    let headers = signed_headers(SECRET, "msg_tls", now_seconds(), b"{}").unwrap();
+    let outcome = post_pinned(&url, &[address], headers, b"{}".to_vec(), HOOK_TIMEOUT).await;
+    assert_eq!(*names.lock().unwrap(), [Some("hooks.invalid".to_string())]);
+    // A self-signed certificate is not in the public roots: refused, and the reason says why.
+    assert!(
+        matches!(&outcome, Outcome::Failed { reason } if reason.contains("TLS") && reason.contains("UnknownIssuer")),
+        "{outcome:?}"
+    );
+}
+
 #[tokio::test]
 async fn an_unpinned_name_is_never_resolved_by_the_client() {
     use reqwest::dns::Resolve;
