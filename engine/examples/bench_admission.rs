@@ -118,7 +118,11 @@ fn median(mut runs: Vec<Measured>) -> Measured {
 
 async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     let db = fresh_database().await;
-    let settings = PoolSettings { connections_max: (claimers as u32) + 8, acquire_timeout: Duration::from_secs(30) };
+    let settings = PoolSettings {
+        connections_max: (claimers as u32) + 8,
+        acquire_timeout: Duration::from_secs(30),
+        ..PoolSettings::default()
+    };
     let mut store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
     if path == Path::Base {
         store = store.benchmark_without_admission_lookup();

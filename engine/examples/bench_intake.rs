@@ -29,7 +29,11 @@ async fn main() {
 
 async fn run(capacity: i64, duration: Duration) -> (f64, f64, f64) {
     let db = engine::testing::fresh_database().await;
-    let settings = PoolSettings { connections_max: PRODUCERS as u32 + 4, acquire_timeout: Duration::from_secs(30) };
+    let settings = PoolSettings {
+        connections_max: PRODUCERS as u32 + 4,
+        acquire_timeout: Duration::from_secs(30),
+        ..PoolSettings::default()
+    };
     let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
     let (human, _) = store.bootstrap_human("bench", true).await.expect("human");
     let endpoint = store

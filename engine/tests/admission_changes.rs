@@ -5,6 +5,7 @@
 mod support;
 
 use chrono::Duration;
+use engine::PoolSettings;
 use models::admission::Reason;
 use models::error::Code;
 use models::store::Store;
@@ -13,6 +14,17 @@ use serde_json::json;
 use support::{
     World, agent_world, at, charged, claimed, daily_pacific, deferred, granted, push_n, queue_of, set_policy,
 };
+
+/// A second store on the same database whose `lock_timeout` is 200 ms (the pool setting of
+/// issue #14), so a held policy lock becomes a database error quickly.
+async fn impatient_store(world: &World) -> engine::PgStore {
+    let settings = PoolSettings {
+        connections_max: 4,
+        lock_timeout: std::time::Duration::from_millis(200),
+        ..PoolSettings::default()
+    };
+    engine::PgStore::connect(&world.db.url, settings, std::sync::Arc::new(world.clock.clone())).await.expect("connect")
+}
 
 // SPEC-0030 REQ-9 "A policy that cannot be evaluated"
 #[tokio::test]
@@ -57,11 +69,7 @@ async fn req9_a_database_error_reading_the_policy_fails_closed() {
     let (world, agent) = agent_world(&["budgeted", "plain"]).await;
     let budgeted = queue_of(&agent, "budgeted");
     set_policy(&world, &budgeted, json!({"max_in_flight": 5})).await;
-    sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {} SET lock_timeout = '200ms'", world.db.name)))
-        .execute(world.store.pool())
-        .await
-        .expect("lock_timeout");
-    let impatient = World::store_on(&world.db, &world.clock).await;
+    let impatient = impatient_store(&world).await;
     let todo = world.push(&budgeted, "t").await;
     let plain = world.push(&queue_of(&agent, "plain"), "p").await;
 
@@ -82,11 +90,7 @@ async fn req9_claim_next_skips_a_queue_whose_policy_errors_and_serves_the_others
     let (world, agent) = agent_world(&["budgeted", "plain"]).await;
     let budgeted = queue_of(&agent, "budgeted");
     set_policy(&world, &budgeted, json!({"max_in_flight": 5})).await;
-    sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {} SET lock_timeout = '200ms'", world.db.name)))
-        .execute(world.store.pool())
-        .await
-        .expect("lock_timeout");
-    let impatient = World::store_on(&world.db, &world.clock).await;
+    let impatient = impatient_store(&world).await;
     // The budgeted todo is the oldest, so claim_next meets its policy first.
     let oldest = world.push(&budgeted, "t").await;
     world.clock.advance(Duration::seconds(1));

@@ -54,7 +54,11 @@ impl BridgeStore {
                         return;
                     }
                 };
-                let settings = PoolSettings { connections_max: 2, acquire_timeout: std::time::Duration::from_secs(30) };
+                let settings = PoolSettings {
+                    connections_max: 2,
+                    acquire_timeout: std::time::Duration::from_secs(30),
+                    ..PoolSettings::default()
+                };
                 let connected = runtime.block_on(PgStore::connect(&url, settings, clock));
                 let owned = match connected {
                     Ok(store) => store,

@@ -118,6 +118,9 @@ impl PgStore {
                 FastPath::Budgeted => self.budgeted_hint.mark(set, true),
             }
         }
+        // At most a few claimers of this queue set hold a connection while the policy lock
+        // serializes them; the rest wait here, holding nothing (issue #14, `waiters.rs`).
+        let _permit = self.claim_waiters.enter(set).await?;
         let answer = self.claim_next_budgeted(actor, queues, lease_seconds).await?;
         if matches!(&answer, ClaimNext::Claimed(claimed) if claimed.admission.is_none()) {
             self.budgeted_hint.mark(set, false);

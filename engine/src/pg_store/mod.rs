@@ -40,6 +40,7 @@ mod rows;
 mod sql;
 mod store_impl;
 mod todos;
+mod waiters;
 mod webhooks;
 
 use chrono::{DateTime, Utc};
@@ -76,6 +77,8 @@ pub struct PgStore {
     /// one-statement path that would only find that out again (a hint for speed only: both paths
     /// give the same answer).
     budgeted_hint: Arc<BudgetedHint>,
+    /// The bound on budgeted claimers of one queue set holding a connection at once.
+    claim_waiters: Arc<waiters::ClaimWaiters>,
 }
 
 /// A bounded set of queue-set fingerprints (see `PgStore::budgeted_hint`).
@@ -123,23 +126,43 @@ impl std::fmt::Debug for PgStore {
 pub struct PoolSettings {
     pub connections_max: u32,
     pub acquire_timeout: Duration,
+    /// PostgreSQL's `statement_timeout` on every pooled connection: no statement holds a
+    /// connection longer (issue #14: load that cannot starve other tenants).
+    pub statement_timeout: Duration,
+    /// PostgreSQL's `lock_timeout`: a claim that cannot get its policy row lock in time fails
+    /// closed (`unavailable`, charged nothing) instead of holding a connection without bound.
+    pub lock_timeout: Duration,
+    /// Budgeted claimers of one queue set that may hold a connection at once on this replica;
+    /// the rest wait without one, for at most `lock_timeout` (`waiters.rs`).
+    pub claimers_per_queue_set: usize,
 }
 
 impl Default for PoolSettings {
     fn default() -> Self {
-        PoolSettings { connections_max: 32, acquire_timeout: Duration::from_secs(10) }
+        PoolSettings {
+            connections_max: 32,
+            acquire_timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(30),
+            lock_timeout: Duration::from_secs(5),
+            claimers_per_queue_set: 8,
+        }
     }
 }
 
 impl PgStore {
     pub async fn connect(url: &str, settings: PoolSettings, clock: Arc<dyn Clock>) -> Result<PgStore, sqlx::Error> {
-        let options = PgConnectOptions::from_str(url)?.application_name("switchboard");
+        let milliseconds = |duration: Duration| duration.as_millis().max(1).to_string();
+        let options = PgConnectOptions::from_str(url)?.application_name("switchboard").options([
+            ("statement_timeout", milliseconds(settings.statement_timeout)),
+            ("lock_timeout", milliseconds(settings.lock_timeout)),
+        ]);
         let pool = PgPoolOptions::new()
             .max_connections(settings.connections_max)
             .acquire_timeout(settings.acquire_timeout)
             .connect_with(options)
             .await?;
-        Ok(PgStore::from_pool(pool, clock))
+        let waiters = waiters::ClaimWaiters::new(settings.claimers_per_queue_set, settings.lock_timeout);
+        Ok(PgStore { claim_waiters: Arc::new(waiters), ..PgStore::from_pool(pool, clock) })
     }
 
     pub fn from_pool(pool: PgPool, clock: Arc<dyn Clock>) -> PgStore {
@@ -150,6 +173,10 @@ impl PgStore {
             reaper_interval: models::limits::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
             budgeted_hint: Arc::default(),
+            claim_waiters: Arc::new(waiters::ClaimWaiters::new(
+                PoolSettings::default().claimers_per_queue_set,
+                PoolSettings::default().lock_timeout,
+            )),
             intake_env: models::capacity::CapacityEnv::Unset,
         }
     }
@@ -223,6 +250,13 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
             tracing::warn!(%error, "database unavailable");
             Error::unavailable("the database is unavailable")
+        }
+        // 55P03 lock_not_available (`lock_timeout`), 57014 query_canceled (`statement_timeout`):
+        // the bounds on waiting did their job; the transaction rolled back and may be retried.
+        sqlx::Error::Database(database) if matches!(database.code().as_deref(), Some("55P03" | "57014")) => {
+            tracing::warn!(%error, "database wait bound reached");
+            Error::unavailable("the database was too busy to answer in time; retry shortly")
+                .with("retry_after_seconds", 1)
         }
         // Class 22, data exception: the database refused a value the edge let through (text it
         // cannot encode, a number out of range). The caller's input, not a fault of ours.

@@ -1,0 +1,69 @@
+//! Bounds on waiting, at engine level on real PostgreSQL (issue #14, item 3): a claim that cannot
+//! get its policy lock within `lock_timeout` fails closed, and claimers of one queue set past the
+//! per-replica bound wait without a connection, then give up with a retryable `unavailable`.
+//! Either way nothing is charged and the work is still there once the lock is free.
+
+mod support;
+
+use engine::{PgStore, PoolSettings};
+use models::admission::Reason;
+use models::error::Code;
+use models::store::Store;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use support::{World, agent_world, charged, claimed, daily_pacific, deferred, granted, queue_of, set_policy};
+
+async fn bounded_store(world: &World, claimers_per_queue_set: usize) -> PgStore {
+    let settings = PoolSettings {
+        connections_max: 8,
+        lock_timeout: Duration::from_millis(300),
+        claimers_per_queue_set,
+        ..PoolSettings::default()
+    };
+    PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect")
+}
+
+// Issue #14: "a claim that cannot get its policy lock in time fails closed or is deferred, never
+// holds a connection without bound"; the bound past which claimers wait without a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claimers_past_the_bound_give_up_without_a_connection_and_charge_nothing() {
+    let (world, agent) = agent_world(&["work"]).await;
+    let queue = queue_of(&agent, "work");
+    set_policy(&world, &queue, daily_pacific(100)).await;
+    let todo = world.push(&queue, "t").await;
+    let store = bounded_store(&world, 1).await;
+
+    let mut holder = world.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT id FROM admission_policies FOR UPDATE").execute(&mut *holder).await.expect("hold policy lock");
+    let claims: Vec<_> = (0..3)
+        .map(|_| {
+            let (store, agent, queues) = (store.clone(), agent.clone(), granted(&agent));
+            tokio::spawn(async move { store.claim_next(&agent, &queues, 60).await })
+        })
+        .collect();
+    let (mut deferred_unavailable, mut gave_up) = (0, 0);
+    for claim in claims {
+        match claim.await.expect("join") {
+            // The one claimer let through waited on the lock until lock_timeout: fail closed
+            // (nothing claimed; any reason given is admission_unavailable).
+            Ok(outcome) => {
+                let refused = deferred(outcome);
+                assert!(refused.iter().all(|q| q.reason == Reason::AdmissionUnavailable), "{refused:?}");
+                deferred_unavailable += 1;
+            }
+            // The others never took a connection: they waited for a permit, then gave up.
+            Err(error) => {
+                assert_eq!(error.code, Code::Unavailable, "{error:?}");
+                assert_eq!(error.extras["retry_after_seconds"], json!(1));
+                gave_up += 1;
+            }
+        }
+    }
+    assert!(deferred_unavailable >= 1 && gave_up >= 1, "{deferred_unavailable} deferred, {gave_up} gave up");
+    holder.rollback().await.expect("release");
+
+    assert_eq!(charged(&world, &queue).await, 0, "nothing was charged while the lock was held");
+    let got = claimed(store.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    assert_eq!(got.todo.id, todo.id, "the work is still there once the lock is free");
+}
