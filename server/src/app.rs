@@ -20,7 +20,7 @@ use models::store::Store;
 pub use crate::state::AppState;
 
 pub fn router<S: Store>(state: AppState<S>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/healthz", get(healthz::<S>))
         .route("/metrics", get(metrics::scrape::<S>))
         .route("/api/v1/endpoints", post(api::vend::<S>).get(api::list_endpoints::<S>))
@@ -65,7 +65,13 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/ingest/{webhook_id}", post(webhooks::ingest::<S>))
         .route("/mcp/{slug}", post(mcp::handle::<S>).get(push::stream::open::<S>))
-        .fallback(|| async { wire::ApiError(Error::not_found()) })
+        .fallback(|| async { wire::ApiError(Error::not_found()) });
+    // Inside the security headers, so a refusal carries them too.
+    let routes = match state.load.clone() {
+        Some(load) => routes.layer(middleware::from_fn_with_state(load, crate::load::guard)),
+        None => routes,
+    };
+    routes
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
         .layer(middleware::map_response(security_headers))
         .with_state(state)

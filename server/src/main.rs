@@ -77,6 +77,8 @@ struct ServeArgs {
     /// Without it they are http:// plus the request's Host header.
     #[arg(long, env = "SWITCHBOARD_PUBLIC_URL", value_name = "URL", value_parser = PublicUrl::parse)]
     public_url: Option<PublicUrl>,
+    #[command(flatten)]
+    load: server::load::LoadArgs,
 }
 
 #[derive(Subcommand)]
@@ -114,6 +116,14 @@ enum HumanCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+    /// Remove human NAME (name or id): revoke their tokens and endpoints, end their board
+    /// sessions, drop their team memberships, and return todos leased to their endpoints to
+    /// pending (attempt unchanged). Prints what was taken away as JSON.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -144,6 +154,16 @@ enum MemberCommand {
         human: String,
         #[arg(long, value_parser = ["owner", "admin", "member"])]
         role: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Remove HUMAN from TEAM: their reach over the team ends at once, and the team's todos
+    /// leased to their endpoints return to pending (attempt unchanged). The last owner stays.
+    Remove {
+        /// Team slug, id or name.
+        team: String,
+        /// Human name or id.
+        human: String,
         #[command(flatten)]
         database: DatabaseArgs,
     },
@@ -196,6 +216,7 @@ async fn run(command: Command) -> Result<(), String> {
                 reaper_interval: Duration::from_secs(args.reaper_interval),
                 pool_connections_max: args.pool_size,
                 public_url: args.public_url.unwrap_or_else(PublicUrl::from_request),
+                load: args.load,
             })
             .await
         }
@@ -204,6 +225,42 @@ async fn run(command: Command) -> Result<(), String> {
             with_database(database, |store| async move {
                 let (human, token) = store.bootstrap_human(&name, admin).await.map_err(|e| e.to_string())?;
                 Ok(json!({ "human_id": human.id, "name": human.name, "admin": human.instance_admin, "token": token }))
+            })
+            .await
+        }
+        Command::Admin { command: AdminCommand::Human { command: HumanCommand::Remove { name, database } } } => {
+            with_database(database, |store| async move {
+                let removed = store.remove_human(&name).await.map_err(|e| e.to_string())?;
+                Ok(json!({
+                    "human_id": removed.human_id,
+                    "name": removed.name,
+                    "removed": true,
+                    "tokens_revoked": removed.tokens_revoked,
+                    "board_sessions_ended": removed.board_sessions_ended,
+                    "teams_left": removed.teams_left,
+                    "endpoints_revoked": removed.endpoints_revoked,
+                    "leases_released": removed.leases_released,
+                    "released_todo_ids": removed.released_todo_ids,
+                }))
+            })
+            .await
+        }
+        Command::Admin {
+            command:
+                AdminCommand::Team {
+                    command: TeamCommand::Member { command: MemberCommand::Remove { team, human, database } },
+                },
+        } => {
+            with_database(database, |store| async move {
+                let removed = store.remove_member(&team, &human).await.map_err(|e| e.to_string())?;
+                Ok(json!({
+                    "team_id": removed.team_id,
+                    "human_id": removed.human_id,
+                    "role": removed.role,
+                    "removed": true,
+                    "leases_released": removed.leases_released,
+                    "released_todo_ids": removed.released_todo_ids,
+                }))
             })
             .await
         }

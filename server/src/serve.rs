@@ -5,6 +5,7 @@
 use crate::app::router;
 use crate::database::{self, Target};
 use crate::hook_sender::AddressPolicy;
+use crate::load::{LoadArgs, LoadGuard};
 use crate::public_url::PublicUrl;
 use crate::push::{Hub, tasks};
 use crate::state::AppState;
@@ -24,11 +25,14 @@ pub struct ServeOptions {
     pub pool_connections_max: u32,
     /// The base of the URLs handed out (`--public-url`); none: the request's Host over http.
     pub public_url: PublicUrl,
+    /// Bounds on load: per credential, per server, per request, per database wait (`load.rs`).
+    pub load: LoadArgs,
 }
 
 pub async fn run(options: ServeOptions) -> Result<(), String> {
     let target = database::resolve(options.database_url, &options.data_dir).await?;
-    let settings = PoolSettings { connections_max: options.pool_connections_max, ..PoolSettings::default() };
+    let settings =
+        options.load.pool(PoolSettings { connections_max: options.pool_connections_max, ..PoolSettings::default() });
     let (intake_env, warning) =
         models::capacity::parse_env(std::env::var(models::capacity::CAPACITY_ENV).ok().as_deref());
     if let Some(warning) = warning {
@@ -75,6 +79,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
         push: push.clone(),
         hook_addresses,
         public_url: options.public_url,
+        load: Some(Arc::new(LoadGuard::new(options.load.settings()))),
         ..AppState::new(store.clone())
     };
     let app = router(state.clone()).merge(crate::board::router(state, shutdown_rx.clone()));
@@ -83,10 +88,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     println!("switchboard listening on http://{address}");
     tracing::info!(%address, reaper_interval_s = options.reaper_interval.as_secs(), "serving");
 
-    let mut graceful = shutdown_rx.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = graceful.wait_for(|stop| *stop).await;
-    });
+    let server = crate::http_server::serve(listener, app, options.load.header_read_timeout(), shutdown_rx.clone());
     let streams = push.clone();
     let signals = tokio::spawn(async move {
         wait_for_signal().await;
@@ -95,7 +97,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
         // Open MCP streams never finish on their own: end them so the graceful stop can.
         streams.close(&streams.sessions(), None);
     });
-    let served = server.await;
+    server.await;
     signals.abort();
     let _ = sweeper.await;
     for pusher in pushers {
@@ -104,7 +106,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     store.pool().close().await;
     stop_embedded(target).await;
     tracing::info!("stopped");
-    served.map_err(|e| format!("server error: {e}"))
+    Ok(())
 }
 
 async fn stop_embedded(target: Target) {

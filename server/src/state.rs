@@ -5,6 +5,7 @@
 //! handlers, and never the other way round. It must hold no routes and no handler logic.
 
 use crate::hook_sender::AddressPolicy;
+use crate::load::LoadGuard;
 use crate::metrics::config::MetricsConfig;
 use crate::public_url::PublicUrl;
 use crate::push::Hub;
@@ -32,6 +33,9 @@ pub struct AppState<S: Store> {
     pub hook_addresses: AddressPolicy,
     /// The base of the absolute URLs handed out (`mcp_url`, `ingest_url`); `serve --public-url`.
     pub public_url: PublicUrl,
+    /// The per-credential and total request bounds (`load.rs`); `serve` always sets them. None
+    /// leaves requests unbounded, for the simulation, whose real-time clock must never decide.
+    pub load: Option<Arc<LoadGuard>>,
 }
 
 impl<S: Store> AppState<S> {
@@ -43,6 +47,7 @@ impl<S: Store> AppState<S> {
             push: Arc::new(Hub::new("local")),
             hook_addresses: AddressPolicy::PublicOnly,
             public_url: PublicUrl::from_request(),
+            load: None,
         }
     }
 }
@@ -56,6 +61,7 @@ impl<S: Store> Clone for AppState<S> {
             push: self.push.clone(),
             hook_addresses: self.hook_addresses,
             public_url: self.public_url.clone(),
+            load: self.load.clone(),
         }
     }
 }

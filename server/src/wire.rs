@@ -185,7 +185,7 @@ impl IntoResponse for ApiError {
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"switchboard\""));
             }
-            Code::RateLimited | Code::QueueFull | Code::Deferred => {
+            Code::RateLimited | Code::QueueFull | Code::Deferred | Code::Unavailable => {
                 let seconds = self.0.extras.get("retry_after_seconds").and_then(Value::as_i64).unwrap_or(1).max(1);
                 if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
                     response.headers_mut().insert(header::RETRY_AFTER, value);
