@@ -39,7 +39,11 @@ async fn main() {
 
 async fn run(budgeted: bool, through_mcp: bool, duration: Duration) -> (f64, f64, f64) {
     let db = engine::testing::fresh_database().await;
-    let settings = PoolSettings { connections_max: AGENTS as u32 + 8, acquire_timeout: Duration::from_secs(30) };
+    let settings = PoolSettings {
+        connections_max: AGENTS as u32 + 8,
+        acquire_timeout: Duration::from_secs(30),
+        ..PoolSettings::default()
+    };
     let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
     let agent = seed(&store, budgeted).await;
     let base = if through_mcp { Some(serve_mcp(&store, &agent.slug).await) } else { None };
