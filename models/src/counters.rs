@@ -36,6 +36,41 @@ pub struct Snapshot {
     pub withheld: BTreeMap<&'static str, u64>,
 }
 
+/// How many distinct label sets (keys) one counter map keeps (issue #14). Queue names come from
+/// tenants, so without a bound every new name would grow the process's memory for good. Past
+/// this many, a new queue's counts go to the `OTHER_QUEUE_LABEL` queue instead, which the scrape
+/// labels `__other__` like any queue past its label cap.
+pub const LABEL_SETS_MAX: usize = 1_000;
+
+/// The queue name overflow counts are kept under: the scrape's overflow label, which no real
+/// queue can take (queue names are `[a-z0-9._-]`).
+pub const OTHER_QUEUE_LABEL: &str = "__other__";
+
+/// A counter map key whose queue part can be folded into `OTHER_QUEUE_LABEL`.
+trait QueueKey: Ord + Sized {
+    fn into_other(self) -> Self;
+}
+
+impl QueueKey for String {
+    fn into_other(self) -> Self {
+        OTHER_QUEUE_LABEL.to_string()
+    }
+}
+
+impl<T: Ord> QueueKey for (String, T) {
+    fn into_other(self) -> Self {
+        (OTHER_QUEUE_LABEL.to_string(), self.1)
+    }
+}
+
+/// Adds `by` to `key`, or, when `key` is new and the map already holds `LABEL_SETS_MAX` keys, to
+/// the key's overflow form. The overflow keys are the only ones admitted past the cap, and there
+/// are at most as many as the fixed vocabulary of the key's second part (source, outcome, reason).
+fn bump<K: QueueKey>(map: &mut BTreeMap<K, u64>, key: K, by: u64) {
+    let key = if map.len() < LABEL_SETS_MAX || map.contains_key(&key) { key } else { key.into_other() };
+    *map.entry(key).or_default() += by;
+}
+
 #[derive(Debug, Default)]
 pub struct Counters {
     inner: Mutex<Snapshot>,
@@ -49,29 +84,29 @@ impl Counters {
     }
 
     pub fn created(&self, queue: &str, source: &str) {
-        self.with(|c| *c.created.entry((queue.to_string(), source.to_string())).or_default() += 1);
+        self.with(|c| bump(&mut c.created, (queue.to_string(), source.to_string()), 1));
     }
 
     /// A committed claim; `charged` when it spent a window unit.
     pub fn claimed(&self, queue: &str, charged: bool) {
         self.with(|c| {
-            *c.claimed.entry(queue.to_string()).or_default() += 1;
+            bump(&mut c.claimed, queue.to_string(), 1);
             if charged {
-                *c.charged.entry(queue.to_string()).or_default() += 1;
+                bump(&mut c.charged, queue.to_string(), 1);
             }
         });
     }
 
     pub fn completed(&self, queue: &str, outcome: &str) {
-        self.with(|c| *c.completed.entry((queue.to_string(), outcome.to_string())).or_default() += 1);
+        self.with(|c| bump(&mut c.completed, (queue.to_string(), outcome.to_string()), 1));
     }
 
     pub fn refused(&self, queue: &str, reason: Reason) {
-        self.with(|c| *c.refusals.entry((queue.to_string(), reason)).or_default() += 1);
+        self.with(|c| bump(&mut c.refusals, (queue.to_string(), reason), 1));
     }
 
     pub fn intake_refused(&self, queue: &str, source: &str) {
-        self.with(|c| *c.intake_refusals.entry((queue.to_string(), source.to_string())).or_default() += 1);
+        self.with(|c| bump(&mut c.intake_refusals, (queue.to_string(), source.to_string()), 1));
     }
 
     /// The outcome of one create: a new todo counts as created, a `queue_full` refusal as an
@@ -90,7 +125,7 @@ impl Counters {
 
     pub fn discarded(&self, queue: &str, action: &str, count: u64) {
         if count > 0 {
-            self.with(|c| *c.discarded.entry((queue.to_string(), action.to_string())).or_default() += count);
+            self.with(|c| bump(&mut c.discarded, (queue.to_string(), action.to_string()), count));
         }
     }
 
@@ -117,5 +152,40 @@ impl Counters {
     pub fn snapshot(&self) -> Snapshot {
         let guard = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         guard.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue #14 item 4: past LABEL_SETS_MAX queue names, a new name's counts go to `__other__`
+    // before the map grows; names already kept go on counting under their own name.
+    #[test]
+    fn counter_maps_stop_growing_at_the_cap_and_count_the_rest_as_other() {
+        let counters = Counters::default();
+        for i in 0..LABEL_SETS_MAX {
+            counters.claimed(&format!("q{i}"), false);
+            counters.created(&format!("q{i}"), "human");
+        }
+        for i in 0..50 {
+            counters.claimed(&format!("late{i}"), true);
+            counters.created(&format!("late{i}"), "human");
+            counters.created(&format!("late{i}"), "agent");
+            counters.discarded(&format!("late{i}"), "clear", 2);
+        }
+        counters.claimed("q7", false);
+        let snapshot = counters.snapshot();
+        assert_eq!(snapshot.claimed.len(), LABEL_SETS_MAX + 1);
+        assert_eq!(snapshot.claimed[OTHER_QUEUE_LABEL], 50);
+        assert_eq!(snapshot.claimed["q7"], 2);
+        assert!(!snapshot.claimed.contains_key("late0"));
+        // The overflow keeps the fixed second part of the key.
+        assert_eq!(snapshot.created.len(), LABEL_SETS_MAX + 2);
+        assert_eq!(snapshot.created[&(OTHER_QUEUE_LABEL.to_string(), "human".to_string())], 50);
+        assert_eq!(snapshot.created[&(OTHER_QUEUE_LABEL.to_string(), "agent".to_string())], 50);
+        // A map below the cap is untouched by another map's overflow.
+        assert_eq!(snapshot.charged.len(), 50);
+        assert_eq!(snapshot.discarded.values().sum::<u64>(), 100);
     }
 }

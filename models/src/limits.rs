@@ -31,3 +31,44 @@ pub const DETAIL_AUDIT_MAX: i64 = 50;
 /// agents claim, which is seconds rather than minutes; five keeps a retrying producer from
 /// hammering the intake lock without leaving capacity idle for long.
 pub const QUEUE_FULL_RETRY_AFTER_SECONDS: i64 = 5;
+
+/// How many todos one statement of a clear or purge changes (issue #14). A queue of a million
+/// pending todos is cleared in a thousand statements of one transaction, none of which returns
+/// or holds more than this many ids in memory.
+pub const CANCELLATION_BATCH_MAX: i64 = 1_000;
+
+/// How many todo ids a clear or purge audit record lists (issue #14). The record always holds the
+/// exact count; past this many ids it lists the smallest ones (by id) and says `truncated`.
+pub const CANCELLATION_AUDIT_IDS_MAX: usize = 100;
+
+/// Keeps the audit sample of a cancellation: merges `batch` into `sample`, which stays the
+/// `CANCELLATION_AUDIT_IDS_MAX` smallest ids seen, sorted. Both stores call it, so their
+/// records list the same ids.
+pub fn keep_audit_sample(sample: &mut Vec<String>, batch: impl IntoIterator<Item = String>) {
+    sample.extend(batch);
+    sample.sort_unstable();
+    sample.truncate(CANCELLATION_AUDIT_IDS_MAX);
+    assert!(sample.len() <= CANCELLATION_AUDIT_IDS_MAX);
+}
+
+/// How many endpoints one owner (a human, or a team) may hold (issue #14). Each endpoint is a
+/// credential, a session stream and rows in every sweep; a hundred is far beyond one person's
+/// agents, and a script vending in a loop stops here instead of filling the database.
+pub const ENDPOINTS_PER_OWNER_MAX: i64 = 100;
+
+/// Refuses another endpoint for an owner that already holds `owned` (revoked ones count: they
+/// keep their todos until deleted). Both stores call it under the owner's lock.
+pub fn check_endpoint_quota(owned: i64) -> crate::error::Result<()> {
+    if owned >= ENDPOINTS_PER_OWNER_MAX {
+        return Err(crate::error::Error::new(
+            crate::error::Code::Conflict,
+            format!(
+                "this owner already holds {owned} endpoints; the limit is {ENDPOINTS_PER_OWNER_MAX} \
+                 (endpoints_per_owner_max): delete one first"
+            ),
+        )
+        .with("limit", "endpoints_per_owner_max")
+        .with("max", ENDPOINTS_PER_OWNER_MAX));
+    }
+    Ok(())
+}

@@ -5,7 +5,7 @@
 //! never held open across an `.await` the caller controls.
 
 use crate::admission::{Headroom, Policy, PolicyStatus, Reason};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::identity::{QueueIdentity, ScopeRef};
 use crate::scope::{Actor, AgentScope, Endpoint, HumanScope};
 use crate::todo::{Created, NewTodo, Todo, TodoState};
@@ -263,6 +263,29 @@ pub trait Store: Clone + Send + Sync + 'static {
         reach: &crate::scope::Reach,
         scope: &ScopeRef,
     ) -> impl Future<Output = Result<crate::identity::Owner>> + Send;
+    /// Resolves many `team:<ref>` at once within a reach, answering their ids in the order
+    /// given; any one outside it is `not_found`, as `resolve_scope` answers. `PgStore` answers
+    /// in one statement; this default asks `resolve_scope` once per reference.
+    fn resolve_teams(
+        &self,
+        reach: &crate::scope::Reach,
+        references: &[String],
+    ) -> impl Future<Output = Result<Vec<String>>> + Send {
+        async move {
+            let mut ids = Vec::with_capacity(references.len());
+            for reference in references {
+                match self.resolve_scope(reach, &ScopeRef::Team(reference.clone())).await? {
+                    crate::identity::Owner::Team(id) => ids.push(id),
+                    crate::identity::Owner::Endpoint(_) => {
+                        return Err(Error::internal("team scope resolved to an endpoint"));
+                    }
+                }
+            }
+            Ok(ids)
+        }
+    }
+    /// Vends an endpoint. Refused with `conflict` when its owner (a human or a team) already
+    /// owns `limits::ENDPOINTS_PER_OWNER_MAX` endpoints.
     fn vend_endpoint(&self, endpoint: NewEndpoint) -> impl Future<Output = Result<Endpoint>> + Send;
     fn list_endpoints(&self, human: &HumanScope) -> impl Future<Output = Result<Vec<Endpoint>>> + Send;
 

@@ -17,9 +17,10 @@ use chrono::{DateTime, Utc};
 use models::capacity::{self, Capacity, CapacityEnv};
 use models::error::{Code, Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::limits::{CANCELLATION_AUDIT_IDS_MAX, CANCELLATION_BATCH_MAX};
 use models::scope::HumanScope;
 use models::store::PolicyActor;
-use models::todo::{CreatedByKind, Todo, TodoState, validate_title};
+use models::todo::{CreatedByKind, NewTodo, Todo, TodoState, validate_title};
 use serde_json::Value;
 use sqlx::PgConnection;
 
@@ -79,12 +80,31 @@ impl PgStore {
         self.queue_capacity_tx().await
     }
 
+    /// Inside a transaction: take the intake lock of every identity `todos` target, in one
+    /// sorted order of their lock keys. Two deliveries fanning out to the same identities in
+    /// opposite orders would otherwise each hold one lock and wait for the other (40P01).
+    /// `check_intake` later takes the same locks again, which an advisory lock allows.
+    pub(crate) async fn lock_intakes_sorted(&self, conn: &mut PgConnection, todos: &[NewTodo]) -> Result<()> {
+        let mut keys: Vec<String> = todos.iter().map(|todo| intake_lock_key(&todo.identity)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        // One statement per lock, so the order is the loop's and not a plan's.
+        for key in &keys {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(key)
+                .execute(&mut *conn)
+                .await
+                .map_err(db_error)?;
+        }
+        Ok(())
+    }
+
     /// Inside a transaction: take the identity's intake lock and refuse with `queue_full` when it
     /// already holds `max` pending todos. The caller has checked dedup first: a dedup hit is
     /// never capped.
     pub(crate) async fn check_intake(&self, conn: &mut PgConnection, identity: &QueueIdentity, max: i64) -> Result<()> {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(format!("intake:{identity}"))
+            .bind(intake_lock_key(identity))
             .execute(&mut *conn)
             .await
             .map_err(db_error)?;
@@ -133,7 +153,8 @@ impl PgStore {
                     Some(state) => Error::new(Code::NotPending, "only a pending todo can be removed").with("state", state),
                 });
             }
-            record_cancellation(&mut tx, identity, by, "remove", &removed, now).await
+            let tally = Tally { count: removed.len() as u64, sample: removed, cursor: String::new() };
+            record_cancellation(&mut tx, identity, by, "remove", &tally, now).await
         }
         .await;
         finish(tx, outcome).await?;
@@ -142,24 +163,43 @@ impl PgStore {
     }
 
     /// Removes every pending todo of `identity`, deferred ones included: the exact count.
+    ///
+    /// One transaction, in batches of `CANCELLATION_BATCH_MAX` walked in id order. Each batch
+    /// is one conditional UPDATE that waits for rows a claim holds (no SKIP LOCKED) and
+    /// re-checks `state = 'pending'` once it gets them, so claimed work is never removed.
     pub(crate) async fn clear_queue_tx(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
         let mut tx = self.begin().await?;
         let outcome = async {
             let now = self.clock_after_lock(&mut tx).await?;
-            let removed: Vec<String> = sqlx::query_scalar(
-                "UPDATE todos SET state = 'discarded', discarded_at = $4, discarded_by = $5, updated_at = $4 \
-                 WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) AND state = 'pending' RETURNING id",
-            )
-            .bind(identity.endpoint_id())
-            .bind(identity.team_id())
-            .bind(&identity.queue)
-            .bind(now)
-            .bind(actor_label(by))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_error)?;
-            record_cancellation(&mut tx, identity, by, "clear", &removed, now).await?;
-            Ok(removed.len() as u64)
+            let mut tally = Tally::default();
+            loop {
+                let batch: Batch = sqlx::query_as(
+                    "WITH candidates AS MATERIALIZED ( \
+                       SELECT id FROM todos WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) AND state = 'pending' \
+                         AND id > $6 ORDER BY id LIMIT $7), \
+                     removed AS ( \
+                       UPDATE todos t SET state = 'discarded', discarded_at = $4, discarded_by = $5, updated_at = $4 \
+                       FROM candidates c WHERE t.id = c.id AND t.state = 'pending' RETURNING t.id) \
+                     SELECT (SELECT max(id) FROM candidates) AS last_id, \
+                       ARRAY(SELECT id FROM removed ORDER BY id LIMIT $8) AS ids, (SELECT count(*) FROM removed) AS count",
+                )
+                .bind(identity.endpoint_id())
+                .bind(identity.team_id())
+                .bind(&identity.queue)
+                .bind(now)
+                .bind(actor_label(by))
+                .bind(&tally.cursor)
+                .bind(CANCELLATION_BATCH_MAX)
+                .bind(CANCELLATION_AUDIT_IDS_MAX as i64)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if !tally.add(batch) {
+                    break;
+                }
+            }
+            record_cancellation(&mut tx, identity, by, "clear", &tally, now).await?;
+            Ok(tally.count)
         }
         .await;
         let removed = finish(tx, outcome).await?;
@@ -214,20 +254,35 @@ impl PgStore {
         finish(tx, outcome).await
     }
 
-    /// Purge of one queue identity: its todos (any state) and its policy go in one transaction.
+    /// Purge of one queue identity: its todos (any state) and its policy go in one transaction,
+    /// the todos in batches of `CANCELLATION_BATCH_MAX` walked in id order.
     pub(crate) async fn purge_queue_tx(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
         let mut tx = self.begin().await?;
         let outcome = async {
             let now = self.clock_after_lock(&mut tx).await?;
-            let purged: Vec<String> = sqlx::query_scalar(
-                "DELETE FROM todos WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) RETURNING id",
-            )
-            .bind(identity.endpoint_id())
-            .bind(identity.team_id())
-            .bind(&identity.queue)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_error)?;
+            let mut tally = Tally::default();
+            loop {
+                let batch: Batch = sqlx::query_as(
+                    "WITH candidates AS MATERIALIZED ( \
+                       SELECT id FROM todos WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) \
+                         AND id > $4 ORDER BY id LIMIT $5), \
+                     purged AS (DELETE FROM todos t USING candidates c WHERE t.id = c.id RETURNING t.id) \
+                     SELECT (SELECT max(id) FROM candidates) AS last_id, \
+                       ARRAY(SELECT id FROM purged ORDER BY id LIMIT $6) AS ids, (SELECT count(*) FROM purged) AS count",
+                )
+                .bind(identity.endpoint_id())
+                .bind(identity.team_id())
+                .bind(&identity.queue)
+                .bind(&tally.cursor)
+                .bind(CANCELLATION_BATCH_MAX)
+                .bind(CANCELLATION_AUDIT_IDS_MAX as i64)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)?;
+                if !tally.add(batch) {
+                    break;
+                }
+            }
             sqlx::query("DELETE FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2)")
                 .bind(identity.endpoint_id())
                 .bind(identity.team_id())
@@ -235,8 +290,8 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?;
-            record_cancellation(&mut tx, identity, by, "purge", &purged, now).await?;
-            Ok(purged.len() as u64)
+            record_cancellation(&mut tx, identity, by, "purge", &tally, now).await?;
+            Ok(tally.count)
         }
         .await;
         let purged = finish(tx, outcome).await?;
@@ -264,6 +319,11 @@ impl PgStore {
     }
 }
 
+/// The text whose hash names an identity's intake lock.
+fn intake_lock_key(identity: &QueueIdentity) -> String {
+    format!("intake:{identity}")
+}
+
 fn actor_label(by: &PolicyActor) -> String {
     match (&by.endpoint_id, &by.human_id) {
         (Some(endpoint), _) => format!("endpoint:{endpoint}"),
@@ -272,17 +332,48 @@ fn actor_label(by: &PolicyActor) -> String {
     }
 }
 
+/// One batch of a clear or purge: the last candidate id it walked (None when none was left),
+/// the smallest ids it changed, and how many it changed.
+#[derive(sqlx::FromRow)]
+struct Batch {
+    last_id: Option<String>,
+    ids: Vec<String>,
+    count: i64,
+}
+
+/// What a clear or purge has changed so far: the exact count, the audit's id sample, and the
+/// cursor past which the next batch looks.
+#[derive(Default)]
+struct Tally {
+    count: u64,
+    sample: Vec<String>,
+    cursor: String,
+}
+
+impl Tally {
+    /// Adds a batch; false once the walk is over.
+    fn add(&mut self, batch: Batch) -> bool {
+        let Some(last_id) = batch.last_id else { return false };
+        // The database orders ids by its collation, so only "not the same place" is checked here.
+        assert_ne!(last_id, self.cursor, "the walk moves forward");
+        self.cursor = last_id;
+        self.count += u64::try_from(batch.count).unwrap_or(0);
+        models::limits::keep_audit_sample(&mut self.sample, batch.ids);
+        true
+    }
+}
+
 async fn record_cancellation(
     tx: &mut PgConnection,
     identity: &QueueIdentity,
     by: &PolicyActor,
     action: &str,
-    removed: &[String],
+    tally: &Tally,
     at: DateTime<Utc>,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO queue_cancellations (endpoint_id, team_id, queue, actor_human_id, actor_endpoint_id, action, removed, todo_ids, at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO queue_cancellations (endpoint_id, team_id, queue, actor_human_id, actor_endpoint_id, action, removed, todo_ids, truncated, at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(identity.endpoint_id())
     .bind(identity.team_id())
@@ -290,8 +381,9 @@ async fn record_cancellation(
     .bind(&by.human_id)
     .bind(&by.endpoint_id)
     .bind(action)
-    .bind(removed.len() as i32)
-    .bind(removed)
+    .bind(i32::try_from(tally.count).unwrap_or(i32::MAX))
+    .bind(&tally.sample)
+    .bind((tally.sample.len() as u64) < tally.count)
     .bind(at)
     .execute(&mut *tx)
     .await

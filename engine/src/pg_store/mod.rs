@@ -36,6 +36,7 @@ mod lifecycle;
 mod mutant_hooks;
 mod principals;
 mod push;
+mod removal;
 mod rows;
 mod sql;
 mod store_impl;
@@ -56,6 +57,7 @@ use std::time::Duration;
 
 pub use principals::{BootstrapError, hash_token, new_token};
 pub use push::{PUSH_CHANNEL, ring_announcement};
+pub use removal::{HumanRemoval, MemberRemoval};
 
 /// The migrations in `migrations/`, compiled into the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
@@ -256,6 +258,13 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
         sqlx::Error::Database(database) if matches!(database.code().as_deref(), Some("55P03" | "57014")) => {
             tracing::warn!(%error, "database wait bound reached");
             Error::unavailable("the database was too busy to answer in time; retry shortly")
+                .with("retry_after_seconds", 1)
+        }
+        // 40P01 deadlock detected, 40001 serialization failure: the database chose this
+        // transaction as the one to roll back; the same request can succeed when retried.
+        sqlx::Error::Database(database) if database.code().is_some_and(|code| code == "40P01" || code == "40001") => {
+            tracing::warn!(%error, "transaction rolled back by the database; retryable");
+            Error::unavailable("the database rolled this request back under contention; retry it")
                 .with("retry_after_seconds", 1)
         }
         // Class 22, data exception: the database refused a value the edge let through (text it

@@ -331,11 +331,46 @@ impl PgStore {
         }
     }
 
+    /// Many `team:<ref>` in one statement: each reference's team id within `allowed`, in the
+    /// order given; one that resolves to nothing is `not_found`.
+    pub(crate) async fn resolve_teams_tx(&self, reach: &Reach, references: &[String]) -> Result<Vec<String>> {
+        let ids: Vec<Option<String>> = sqlx::query_scalar(
+            "SELECT (SELECT t.id FROM teams t WHERE (t.id = r.reference OR t.slug = r.reference) AND t.id = ANY($2) LIMIT 1) \
+             FROM unnest($1::text[]) WITH ORDINALITY AS r (reference, n) ORDER BY r.n",
+        )
+        .bind(references)
+        .bind(&reach.team_ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        ids.into_iter().map(|id| id.ok_or_else(Error::not_found)).collect()
+    }
+
     pub(crate) async fn vend_endpoint_tx(&self, new: NewEndpoint) -> Result<Endpoint> {
         if new.owner_human_id.is_some() == new.owner_team_id.is_some() {
             return Err(Error::internal("an endpoint needs exactly one owner"));
         }
         let mut tx = self.begin().await?;
+        // The owner's lock makes count-then-insert exact across replicas: two vends racing at
+        // the limit cannot both pass. The transaction ends (and the lock with it) on every path.
+        let owner = new.owner_human_id.as_deref().or(new.owner_team_id.as_deref()).unwrap_or_default();
+        or_rollback!(
+            tx,
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('endpoints:' || $1, 0))")
+                .bind(owner)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)
+        );
+        let owned: i64 = or_rollback!(
+            tx,
+            sqlx::query_scalar("SELECT count(*) FROM endpoints WHERE owner_human_id = $1 OR owner_team_id = $1")
+                .bind(owner)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)
+        );
+        or_rollback!(tx, models::limits::check_endpoint_quota(owned));
         let slug = format!("{}-{}", slugify(&new.name), random_suffix());
         let id: String = sqlx::query_scalar(
             "INSERT INTO endpoints (id, slug, name, owner_human_id, owner_team_id, token_hash, verbs, created_by_human_id) \

@@ -41,6 +41,10 @@ impl Store for PgStore {
         self.resolve_scope_tx(reach, scope).await
     }
 
+    async fn resolve_teams(&self, reach: &Reach, references: &[String]) -> Result<Vec<String>> {
+        self.resolve_teams_tx(reach, references).await
+    }
+
     async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
         self.vend_endpoint_tx(endpoint).await
     }

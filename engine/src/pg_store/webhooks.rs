@@ -131,6 +131,9 @@ impl PgStore {
                         .map_err(db_error)?;
                 return Ok((Ingested { todo_ids, deduped: true }, vec![]));
             }
+            if capacity > 0 {
+                self.lock_intakes_sorted(&mut tx, &todos).await?;
+            }
             let mut created = Vec::new();
             // Each copy is capped against its own queue identity; one full copy refuses the
             // whole delivery, and the rollback leaves its delivery id unrecorded so the

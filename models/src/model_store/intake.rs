@@ -175,12 +175,17 @@ impl State {
         todo_ids: Vec<String>,
         at: DateTime<Utc>,
     ) {
+        let removed = todo_ids.len() as u64;
+        let mut sample = Vec::new();
+        crate::limits::keep_audit_sample(&mut sample, todo_ids);
         self.cancellations.push(Cancellation {
             identity: identity.clone(),
             actor_human_id: by.human_id.clone(),
             actor_endpoint_id: by.endpoint_id.clone(),
             action,
-            todo_ids,
+            removed,
+            truncated: (sample.len() as u64) < removed,
+            todo_ids: sample,
             at,
         });
     }

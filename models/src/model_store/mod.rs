@@ -98,7 +98,12 @@ pub struct Cancellation {
     pub actor_human_id: Option<String>,
     pub actor_endpoint_id: Option<String>,
     pub action: &'static str,
+    /// The exact count removed or purged.
+    pub removed: u64,
+    /// The smallest ids of those, at most `limits::CANCELLATION_AUDIT_IDS_MAX`, sorted.
     pub todo_ids: Vec<String>,
+    /// True when `todo_ids` lists fewer ids than `removed`.
+    pub truncated: bool,
     pub at: DateTime<Utc>,
 }
 

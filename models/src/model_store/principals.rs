@@ -185,6 +185,15 @@ impl ModelStore {
         {
             return Err(database_error());
         }
+        let owned = state
+            .endpoints
+            .iter()
+            .filter(|e| {
+                (new.owner_human_id.is_some() && e.owner_human_id == new.owner_human_id)
+                    || (new.owner_team_id.is_some() && e.owner_team_id == new.owner_team_id)
+            })
+            .count();
+        crate::limits::check_endpoint_quota(owned as i64)?;
         let slug = format!("{}-{}", slugify(&new.name), state.next_suffix());
         let id = state.next_id("ep");
         state.endpoints.push(EndpointRow {

@@ -240,3 +240,18 @@ fn a_discarded_todo_keeps_its_slot_and_only_pending_todos_are_removed() {
     assert!(world.push("inbox", "t2", Some("k")).deduped);
     assert_eq!(world.store.cancellations().len(), 1);
 }
+
+// Issue #14 item 2: a clear audits the exact count and at most the smallest hundred ids.
+#[test]
+fn a_large_clear_audits_the_exact_count_and_a_bounded_sorted_sample() {
+    let world = World::new(&["inbox"]);
+    for i in 0..150 {
+        world.push("inbox", &format!("t{i}"), None);
+    }
+    let by = PolicyActor { human_id: Some(world.human_id.clone()), endpoint_id: None };
+    assert_eq!(run(world.store.clear_queue(&world.queue("inbox"), &by)).expect("clear"), 150);
+    let cancellations = world.store.cancellations();
+    let [record] = cancellations.as_slice() else { panic!("one audit record") };
+    assert_eq!((record.removed, record.todo_ids.len(), record.truncated), (150, 100, true));
+    assert!(record.todo_ids.is_sorted());
+}

@@ -10,7 +10,9 @@ use std::sync::Mutex;
 
 /// The label of every queue past the cap (values of the same series summed), and of any source or
 /// outcome outside its fixed vocabulary.
-pub const OTHER_LABEL: &str = "__other__";
+/// The same text the store's counters fold overflowing queue names into, so both overflows sum
+/// into one series.
+pub const OTHER_LABEL: &str = models::counters::OTHER_QUEUE_LABEL;
 
 /// SPEC-0023 REQ-5: the one limiter every family routes its queue label through. The first
 /// `names_max` distinct names it sees keep their own label for the life of the process, so a
