@@ -210,19 +210,20 @@ impl PgStore {
         self.human_scope_of("FROM humans h WHERE h.id = $1", human_id).await
     }
 
-    /// A human's scope from live rows, never cached: the human `from_where` selects (as `h`,
+    /// A human's scope from live rows, never cached (`= ANY(ARRAY(…))` rather than `IN (…)`, so
+    /// the planner looks the few team ids up by index instead of scanning every endpoint): the human `from_where` selects (as `h`,
     /// keyed by `$1` = `key`), the endpoints and teams they reach and those they manage.
     async fn human_scope_of(&self, from_where: &'static str, key: &str) -> Result<Option<HumanScope>> {
         let row: Option<HumanScopeRow> = sqlx::query_as(composed_sql!(
             "SELECT h.id, h.name, h.instance_admin, \
                ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
-                     OR e.owner_team_id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = h.id) \
+                     OR e.owner_team_id = ANY(ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = h.id)) \
                      ORDER BY e.id) AS endpoint_ids, \
                ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id) AS team_ids, \
                ARRAY(SELECT m.role FROM team_members m WHERE m.human_id = h.id ORDER BY m.team_id) AS roles, \
                ARRAY(SELECT e.id FROM endpoints e WHERE e.owner_human_id = h.id \
-                     OR e.owner_team_id IN (SELECT m.team_id FROM team_members m \
-                                            WHERE m.human_id = h.id AND m.role IN ('owner', 'admin')) \
+                     OR e.owner_team_id = ANY(ARRAY(SELECT m.team_id FROM team_members m \
+                                            WHERE m.human_id = h.id AND m.role IN ('owner', 'admin'))) \
                      ORDER BY e.id) AS managed_endpoint_ids \
              {from_where}"
         ))
@@ -259,8 +260,8 @@ impl PgStore {
                ARRAY(SELECT coalesce(team_id, '') FROM live ORDER BY team_id NULLS FIRST, queue) AS grant_team_ids, \
                ARRAY(SELECT queue FROM live ORDER BY team_id NULLS FIRST, queue) AS grant_queues, \
                ARRAY(SELECT t.id FROM teams t WHERE t.id = e.owner_team_id \
-                     OR t.id IN (SELECT m.team_id FROM team_members m WHERE m.human_id = e.owner_human_id \
-                                 AND m.role IN ('owner', 'admin')) ORDER BY t.id) AS configured_team_ids \
+                     OR t.id = ANY(ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = e.owner_human_id \
+                                 AND m.role IN ('owner', 'admin'))) ORDER BY t.id) AS configured_team_ids \
              FROM endpoints e WHERE e.token_hash = $1 AND NOT e.revoked",
         )
         .bind(token_hash)

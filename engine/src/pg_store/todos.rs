@@ -2,17 +2,20 @@
 //!
 //! Creation dedups on the idempotency key among live rows of the same queue identity: the
 //! partial unique indexes decide under concurrency, and the loser reads the winner's row.
+//! A listing reads only the caller's own rows, through an index, however many rows other
+//! tenants hold (issue #14 item 4; `engine/tests/tenancy_plans.rs` checks the plans).
 
 use super::rows::TodoRow;
-use super::sql::{Binds, TODO_COLUMNS, identity_filter};
+use super::sql::TODO_COLUMNS;
 use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
+use models::identity::Owner;
 use models::scope::Actor;
-use models::scope::Reach;
 use models::store::{TodoQuery, TodoSet};
 use models::todo::{Created, NewTodo, Todo};
-use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::{Arguments, PgConnection};
 
 /// How often a create retries when the live row it deduped onto finished in between.
 const DEDUP_RETRIES_MAX: usize = 3;
@@ -115,27 +118,22 @@ impl PgStore {
         existing.map(TodoRow::into_todo).transpose()
     }
 
+    /// REQ-6's listing, newest first, read only from the caller's own rows: see
+    /// [`LIST_BY_OWNERS_SQL`] and [`LIST_BY_QUEUES_SQL`] for why the statement has this shape.
     pub(crate) async fn list_todos_tx(&self, query: TodoQuery) -> Result<Vec<Todo>> {
-        let (identities, reach) = match query.set {
-            TodoSet::Queues(identities) => (identities, Reach::default()),
-            TodoSet::Owners(reach) => (Vec::new(), reach),
-        };
-        let mut binds = Binds::default();
-        let identities = identity_filter(&mut binds, "t", &identities);
-        let (endpoint_ids, team_ids) = (binds.push(&reach.endpoint_ids), binds.push(&reach.team_ids));
-        let state = binds.push(query.state.map(|s| s.as_str()));
-        let limit = binds.push(query.limit.clamp(1, 1000));
-        let sql = composed_sql!(
-            "SELECT {TODO_COLUMNS} FROM todos t \
-             WHERE ({identities} OR t.endpoint_id = ANY({endpoint_ids}) OR t.team_id = ANY({team_ids})) \
-               AND ({state}::text IS NULL OR t.state = {state}) \
-             ORDER BY t.created_at DESC, t.id DESC LIMIT {limit}"
-        );
-        let rows: Vec<TodoRow> = sqlx::query_as_with(sql, binds.into_arguments().map_err(db_error)?)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_error)?;
+        let sql = sqlx::AssertSqlSafe(listing_sql(&query.set));
+        let rows: Vec<TodoRow> =
+            sqlx::query_as_with(sql, listing_binds(query)?).fetch_all(&self.pool).await.map_err(db_error)?;
         rows.into_iter().map(TodoRow::into_todo).collect()
+    }
+
+    /// `EXPLAIN (FORMAT JSON)` of the very statement and values `list_todos` runs for `query`:
+    /// the plan tests (`engine/tests/tenancy_plans.rs`) check it reads only the caller's rows,
+    /// through an index. Not part of the store's API.
+    #[doc(hidden)]
+    pub async fn explain_listing(&self, query: TodoQuery) -> Result<serde_json::Value> {
+        let explain = composed_sql!("EXPLAIN (FORMAT JSON) {}", listing_sql(&query.set));
+        sqlx::query_scalar_with(explain, listing_binds(query)?).fetch_one(&self.pool).await.map_err(db_error)
     }
 
     pub(crate) async fn get_todo_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
@@ -149,4 +147,83 @@ impl PgStore {
         actor.check_todo_access(&todo.identity).map_err(|_| Error::not_found())?;
         Ok(todo)
     }
+}
+
+/// Every listing of a set of owners (`TodoSet::Owners`): for each distinct endpoint and each
+/// distinct team, its newest `$4` rows (of state `$3`, when given) read backwards from
+/// `todos_list_endpoint` / `todos_list_team`; then the newest `$4` of those. Issue #14 item 4:
+/// an `OR` of owner filters, or indexes partial on `state`, would let the planner walk every
+/// tenant's rows; per-owner lateral branches cannot reach a row of another owner, and read at
+/// most `$4` index entries per owner when no state filter is given. Distinct owners, because a
+/// repeated id would list its rows twice; the two branches are disjoint, since a row has exactly
+/// one owner (`todos_one_queue_owner`).
+/// `$1` endpoint ids, `$2` team ids, `$3` state or NULL, `$4` limit.
+const LIST_BY_OWNERS_SQL: &str = "SELECT listed.* FROM ( \
+       SELECT newest.* FROM (SELECT DISTINCT id FROM unnest($1::text[]) AS owner (id)) owner \
+         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+           WHERE t.endpoint_id = owner.id AND ($3::text IS NULL OR t.state = $3) \
+           ORDER BY t.created_at DESC, t.id DESC LIMIT $4) newest \
+       UNION ALL \
+       SELECT newest.* FROM (SELECT DISTINCT id FROM unnest($2::text[]) AS owner (id)) owner \
+         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+           WHERE t.team_id = owner.id AND ($3::text IS NULL OR t.state = $3) \
+           ORDER BY t.created_at DESC, t.id DESC LIMIT $4) newest \
+     ) listed ORDER BY listed.created_at DESC, listed.id DESC LIMIT $4";
+
+/// Every listing of a set of queue identities (`TodoSet::Queues`): the same shape as
+/// [`LIST_BY_OWNERS_SQL`], one branch per distinct (owner, queue), read backwards from the
+/// owner's `todos_list_endpoint` / `todos_list_team` rows, filtered to the queue.
+/// `$1`/`$2` endpoint ids and their queues, `$3`/`$4` team ids and their queues (parallel arrays),
+/// `$5` state or NULL, `$6` limit.
+const LIST_BY_QUEUES_SQL: &str = "SELECT listed.* FROM ( \
+       SELECT newest.* FROM (SELECT DISTINCT id, queue FROM unnest($1::text[], $2::text[]) AS owner (id, queue)) owner \
+         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+           WHERE t.endpoint_id = owner.id AND t.queue = owner.queue AND ($5::text IS NULL OR t.state = $5) \
+           ORDER BY t.created_at DESC, t.id DESC LIMIT $6) newest \
+       UNION ALL \
+       SELECT newest.* FROM (SELECT DISTINCT id, queue FROM unnest($3::text[], $4::text[]) AS owner (id, queue)) owner \
+         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+           WHERE t.team_id = owner.id AND t.queue = owner.queue AND ($5::text IS NULL OR t.state = $5) \
+           ORDER BY t.created_at DESC, t.id DESC LIMIT $6) newest \
+     ) listed ORDER BY listed.created_at DESC, listed.id DESC LIMIT $6";
+
+/// The listing statement for `set`'s kind, with the todo columns spelled out.
+/// Constant text only: a template and the column list (REQ-13).
+fn listing_sql(set: &TodoSet) -> String {
+    let template = match set {
+        TodoSet::Owners(_) => LIST_BY_OWNERS_SQL,
+        TodoSet::Queues(_) => LIST_BY_QUEUES_SQL,
+    };
+    template.replace("{TODO_COLUMNS}", TODO_COLUMNS)
+}
+
+/// The values of [`listing_sql`]'s statement, in its placeholder order.
+fn listing_binds(query: TodoQuery) -> Result<PgArguments> {
+    let mut arguments = PgArguments::default();
+    let add = |outcome: std::result::Result<(), sqlx::error::BoxDynError>| {
+        outcome.map_err(|error| db_error(sqlx::Error::Encode(error)))
+    };
+    match query.set {
+        TodoSet::Owners(reach) => {
+            add(arguments.add(reach.endpoint_ids))?;
+            add(arguments.add(reach.team_ids))?;
+        }
+        TodoSet::Queues(identities) => {
+            let mut columns: [Vec<String>; 4] = Default::default();
+            for identity in identities {
+                let (offset, owner_id) = match identity.owner {
+                    Owner::Endpoint(id) => (0, id),
+                    Owner::Team(id) => (2, id),
+                };
+                columns[offset].push(owner_id);
+                columns[offset + 1].push(identity.queue);
+            }
+            for column in columns {
+                add(arguments.add(column))?;
+            }
+        }
+    }
+    add(arguments.add(query.state.map(|state| state.as_str())))?;
+    add(arguments.add(query.limit.clamp(1, 1000)))?;
+    Ok(arguments)
 }
