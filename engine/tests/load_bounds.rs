@@ -31,7 +31,12 @@ async fn claimers_past_the_bound_give_up_without_a_connection_and_charge_nothing
     let (world, agent) = agent_world(&["work"]).await;
     let queue = queue_of(&agent, "work");
     set_policy(&world, &queue, daily_pacific(100)).await;
-    let todo = world.push(&queue, "t").await;
+    // One todo per claimer: a claimer that found every todo locked by the others would answer
+    // empty from the one-statement path without ever asking for a permit.
+    let mut pushed = vec![];
+    for i in 0..3 {
+        pushed.push(world.push(&queue, &format!("t{i}")).await.id);
+    }
     let store = bounded_store(&world, 1).await;
 
     let mut holder = world.store.pool().begin().await.expect("begin");
@@ -65,5 +70,32 @@ async fn claimers_past_the_bound_give_up_without_a_connection_and_charge_nothing
 
     assert_eq!(charged(&world, &queue).await, 0, "nothing was charged while the lock was held");
     let got = claimed(store.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
-    assert_eq!(got.todo.id, todo.id, "the work is still there once the lock is free");
+    assert!(pushed.contains(&got.todo.id), "the work is still there once the lock is free");
+    assert_eq!(charged(&world, &queue).await, 1, "and only the claim that succeeded is charged");
+}
+
+// Issue #14: "lock_todo blocks on a foreign row before the access check". A todo id of another
+// tenant is not_found at once, even while its row is locked: the caller's reach is part of the
+// lock's predicate, so it never waits on (or learns anything from) a row it cannot see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_todo_is_not_found_without_waiting_for_its_lock() {
+    let (world, alice_agent) = agent_world(&["inbox"]).await;
+    let bob = world.human("bob").await;
+    let bob_agent = world.agent(&bob, &["inbox"]).await;
+    let todo = world.push(&queue_of(&alice_agent, "inbox"), "alice's").await;
+    let store = bounded_store(&world, 8).await;
+
+    let mut holder = world.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT id FROM todos WHERE id = $1 FOR UPDATE")
+        .bind(&todo.id)
+        .execute(&mut *holder)
+        .await
+        .expect("hold the row");
+    // Were the foreign row locked first, these would wait out lock_timeout: unavailable.
+    let claim = store.claim(&bob_agent, &todo.id, 60).await.expect_err("foreign");
+    assert_eq!(claim.code, Code::NotFound, "{claim:?}");
+    let complete = store.complete(&bob_agent, &todo.id, None).await.expect_err("foreign");
+    assert_eq!(complete.code, Code::NotFound, "{complete:?}");
+    holder.rollback().await.expect("release");
+    store.claim(&alice_agent, &todo.id, 60).await.expect("the owner's agent still claims it");
 }

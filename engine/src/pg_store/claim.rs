@@ -195,7 +195,7 @@ impl PgStore {
 
         // 1. Lock the named todo, waiting for any claimer that holds it.
         let locked = async {
-            let todo = lock_todo(&mut tx, id).await?;
+            let todo = lock_todo(&mut tx, id, actor.reach()).await?;
             actor.check_todo_access(&todo.identity)?;
             Ok(Candidate { id: todo.id.clone(), identity: todo.identity.clone(), named: Some(todo) })
         }

@@ -220,7 +220,7 @@ impl PgStore {
         }
         let mut tx = self.begin().await?;
         let outcome = async {
-            let todo = lock_todo(&mut tx, id).await?;
+            let todo = lock_todo(&mut tx, id, &human.reach).await?;
             if !human.reach.contains(&todo.identity) {
                 return Err(Error::not_found());
             }

@@ -26,7 +26,7 @@ impl PgStore {
         actor: &Actor,
         id: &str,
     ) -> Result<(Todo, DateTime<Utc>)> {
-        let todo = lock_todo(tx, id).await?;
+        let todo = lock_todo(tx, id, actor.reach()).await?;
         actor.check_todo_access(&todo.identity)?;
         if todo.state != TodoState::Claimed || todo.owner.as_deref() != Some(actor.label().as_str()) {
             return Err(Error::conflict_state("the caller does not hold this todo's lease", todo.state.as_str()));
@@ -138,7 +138,7 @@ impl PgStore {
     pub(crate) async fn retry_now_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
         let mut tx = self.begin().await?;
         let outcome = async {
-            let todo = lock_todo(&mut tx, id).await?;
+            let todo = lock_todo(&mut tx, id, actor.reach()).await?;
             actor.check_todo_access(&todo.identity)?;
             if todo.state != TodoState::Failed {
                 return Err(Error::conflict_state("only a failed todo can be retried", todo.state.as_str()));

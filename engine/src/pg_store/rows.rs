@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use models::admission::Policy;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
+use models::scope::Reach;
 use models::todo::{CreatedByKind, Todo, TodoState};
 use sqlx::{Postgres, Transaction};
 
@@ -175,14 +176,20 @@ pub(crate) async fn lock_policy(
     Ok(row.map(|row| LockedPolicy::new(row.id, &row.limits)))
 }
 
-/// Locks a todo row (blocking) and reads it; an absent id is `not_found`.
-pub(crate) async fn lock_todo(tx: &mut Transaction<'static, Postgres>, id: &str) -> Result<Todo> {
-    let row: Option<TodoRow> =
-        sqlx::query_as(composed_sql!("SELECT {TODO_COLUMNS} FROM todos t WHERE t.id = $1 FOR UPDATE"))
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_error)?;
+/// Locks a todo row within `within` (blocking) and reads it; an absent or foreign id is `not_found`.
+pub(crate) async fn lock_todo(tx: &mut Transaction<'static, Postgres>, id: &str, within: &Reach) -> Result<Todo> {
+    // The reach is part of the lock's predicate: a row outside it is never locked, so a caller
+    // naming another tenant's todo gets `not_found` at once instead of waiting on its lock.
+    let row: Option<TodoRow> = sqlx::query_as(composed_sql!(
+        "SELECT {TODO_COLUMNS} FROM todos t WHERE t.id = $1 \
+           AND (t.endpoint_id = ANY($2) OR t.team_id = ANY($3)) FOR UPDATE"
+    ))
+    .bind(id)
+    .bind(&within.endpoint_ids)
+    .bind(&within.team_ids)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_error)?;
     row.ok_or_else(Error::not_found)?.into_todo()
 }
 
