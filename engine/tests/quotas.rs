@@ -195,3 +195,38 @@ async fn team_grants_resolve_together_in_order_and_foreign_ones_are_not_found() 
     assert_eq!(refused.code, models::error::Code::NotFound);
     assert_eq!(world.store.resolve_teams(&alice.reach, &[]).await.expect("none"), Vec::<String>::new());
 }
+
+// Issue #14 item 1: "a stolen token copies itself". A human holds at most TOKENS_PER_HUMAN_MAX
+// live tokens, exactly, even when mints race through two engines; revoking one makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_per_human_are_capped_exactly_under_concurrency() {
+    use models::limits::TOKENS_PER_HUMAN_MAX;
+    let world = World::new().await;
+    let second = World::store_on(&world.db, &world.clock).await;
+    let alice = world.human("alice").await;
+    let held = world.store.list_tokens(&alice.human.id).await.expect("list").len() as i64;
+    let room = (TOKENS_PER_HUMAN_MAX - held) as usize;
+    let mints: Vec<_> = (0..room + 10)
+        .map(|i| {
+            let store = if i % 2 == 0 { world.store.clone() } else { second.clone() };
+            let human_id = alice.human.id.clone();
+            tokio::spawn(async move { store.mint_token(&human_id, Some("loop"), &format!("digest-{i}"), None).await })
+        })
+        .collect();
+    let (mut minted, mut refused) = (0, 0);
+    for mint in mints {
+        match mint.await.expect("join") {
+            Ok(()) => minted += 1,
+            Err(error) => {
+                assert_eq!(error.code, models::error::Code::Conflict);
+                assert_eq!(error.extras["limit"], "tokens_per_human_max");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((minted, refused), (room, 10));
+    let tokens = world.store.list_tokens(&alice.human.id).await.expect("list");
+    assert_eq!(tokens.len() as i64, TOKENS_PER_HUMAN_MAX);
+    world.store.revoke_token(&alice.human.id, &tokens[0].id).await.expect("revoke");
+    world.store.mint_token(&alice.human.id, None, "digest-after", None).await.expect("a revoked token makes room");
+}

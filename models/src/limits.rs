@@ -72,3 +72,29 @@ pub fn check_endpoint_quota(owned: i64) -> crate::error::Result<()> {
     }
     Ok(())
 }
+
+/// How many live (unrevoked, unexpired) operator tokens one human may hold (issue #14: "a stolen
+/// token copies itself"). Fifty covers every laptop, script and CI job a person runs; a token
+/// minting tokens in a loop stops here.
+pub const TOKENS_PER_HUMAN_MAX: i64 = 50;
+
+/// Refuses another token for a human who already holds `live` live ones. Both stores call it
+/// under the human's lock.
+pub fn check_token_quota(live: i64) -> crate::error::Result<()> {
+    if live >= TOKENS_PER_HUMAN_MAX {
+        return Err(crate::error::Error::new(
+            crate::error::Code::Conflict,
+            format!(
+                "you already hold {live} live tokens; the limit is {TOKENS_PER_HUMAN_MAX} \
+                 (tokens_per_human_max): revoke one first"
+            ),
+        )
+        .with("limit", "tokens_per_human_max")
+        .with("max", TOKENS_PER_HUMAN_MAX));
+    }
+    Ok(())
+}
+
+/// How long a webhook's replaced signing secret keeps verifying deliveries after a rotation
+/// (issue #14): a day, for the provider to be reconfigured without losing a delivery.
+pub const WEBHOOK_SECRET_GRACE_SECONDS: i64 = 86_400;

@@ -3,7 +3,7 @@
 //! Reach is computed on every call from live rows (an endpoint's effective scope is its vend
 //! grant intersected with its owner's current team memberships), never cached.
 
-use super::{PgStore, db_error, touched};
+use super::{PgStore, db_error, finish, touched};
 use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
@@ -458,18 +458,38 @@ impl PgStore {
         token_hash: &str,
         expires_in_seconds: Option<i64>,
     ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO api_tokens (token_hash, human_id, label, expires_at) \
-             VALUES ($1, $2, $3, now() + make_interval(secs => $4::bigint))",
-        )
-        .bind(token_hash)
-        .bind(human_id)
-        .bind(label)
-        .bind(expires_in_seconds)
-        .execute(&self.pool)
-        .await
-        .map_err(db_error)?;
-        Ok(())
+        let mut tx = self.begin().await?;
+        let minted = async {
+            // The human's row serializes concurrent mints, so the count below is exact.
+            sqlx::query("SELECT id FROM humans WHERE id = $1 FOR UPDATE")
+                .bind(human_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            let live: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM api_tokens WHERE human_id = $1 AND revoked_at IS NULL \
+                   AND (expires_at IS NULL OR expires_at > now())",
+            )
+            .bind(human_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            models::limits::check_token_quota(live)?;
+            sqlx::query(
+                "INSERT INTO api_tokens (token_hash, human_id, label, expires_at) \
+                 VALUES ($1, $2, $3, now() + make_interval(secs => $4::bigint))",
+            )
+            .bind(token_hash)
+            .bind(human_id)
+            .bind(label)
+            .bind(expires_in_seconds)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            Ok(())
+        }
+        .await;
+        finish(tx, minted).await
     }
 
     pub(crate) async fn list_tokens_tx(&self, human_id: &str) -> Result<Vec<ApiToken>> {

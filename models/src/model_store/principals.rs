@@ -229,6 +229,12 @@ impl ModelStore {
             return Err(database_error());
         }
         let now = self.clock.now();
+        let live = state
+            .api_tokens
+            .values()
+            .filter(|t| t.human_id == human_id && !t.revoked && t.expires_at.is_none_or(|at| at > now))
+            .count() as i64;
+        crate::limits::check_token_quota(live)?;
         let row = TokenRow {
             id: state.next_id("tk"),
             human_id: human_id.to_string(),
