@@ -10,9 +10,9 @@
 use crate::check_push::PushJudge;
 use crate::faults::{Event, Faulty};
 use crate::oracle::Oracle;
-use crate::world::SimStore;
+use crate::sim_store::SimStore;
 use chrono::{DateTime, Utc};
-use models::admission::{self, Decision, Policy};
+use models::admission::{self, Decision, Headroom, Policy};
 use models::identity::QueueIdentity;
 use models::store::{Store, TodoQuery, TodoSet};
 use models::todo::TodoState;
@@ -162,87 +162,111 @@ impl LedgerCheck {
             Event::PresenceSet { endpoint_id, override_ } => self.push.presence_set(endpoint_id, *override_),
             Event::ShiftSet { endpoint_id, shift } => self.push.shift_set(endpoint_id, *shift),
             Event::Claimed { id, identity, holder, at, lease_expires_at, admission, .. } => {
-                self.push.claimed(id);
-                // A lapsed claim counts as in flight until the reaper returns it or a claim takes
-                // it over, as in the engine.
-                // 4. No todo claimed by two holders at once.
-                if let Some(previous) = self.holdings.get(id)
-                    && previous.lease_expires_at.is_some_and(|lease| lease >= *at)
-                {
-                    self.violations.push(format!(
-                        "double claim: {id} claimed by {holder} at {at} while {} held it until {:?}",
-                        previous.holder, previous.lease_expires_at
-                    ));
-                }
-                self.holdings.remove(id);
-                // 3. Fail closed.
-                if self.corrupted.contains(identity) {
-                    self.violations
-                        .push(format!("fail-open: {id} claimed at {at} while {identity:?}'s policy was unreadable"));
-                }
-                // 6. Tenancy: team agents hold team todos, the other owner's agent only its own.
-                if !self.tenancy.allows(holder, identity) {
-                    self.violations.push(format!("tenancy: {holder} got {id} of {identity:?}"));
-                }
-                match self.policies.get(identity) {
-                    None => {
-                        // 5. No policy, no change.
-                        if admission.is_some() {
-                            self.violations.push(format!("no-policy queue {identity:?} answered headroom on {id}"));
-                        }
-                    }
-                    Some(policy) if !self.corrupted.contains(identity) => {
-                        // 1. In flight never above the cap when a claim commits (this claim included).
-                        let in_flight = self.holdings.values().filter(|h| &h.identity == identity).count() as i64 + 1;
-                        if let Some(cap) = policy.max_in_flight
-                            && in_flight > cap
-                        {
-                            self.violations.push(format!(
-                                "over-admission: {id} made {in_flight} in flight on {} (cap {cap}) at {at}",
-                                identity.queue
-                            ));
-                        }
-                        if let Some(headroom) = admission
-                            && headroom.in_flight != in_flight
-                        {
-                            self.violations.push(format!(
-                                "in-flight miscount on {}: store said {}, ledger {in_flight} at {at}",
-                                identity.queue, headroom.in_flight
-                            ));
-                        }
-                        if let (Some(limit), Some(window)) = (policy.max_claims_per_window, &policy.window) {
-                            let (start, end) = self.oracle.window(window, *at);
-                            let used = self.charged.entry((identity.clone(), start)).or_default();
-                            *used += 1;
-                            if *used > limit {
-                                self.violations.push(format!(
-                                    "over-admission: {id} was claim {used} of window {start} on {} (limit {limit})",
-                                    identity.queue
-                                ));
-                            }
-                            if let Some(headroom) = admission {
-                                if headroom.used != Some(*used) {
-                                    self.violations.push(format!(
-                                        "charging: store said used {:?} after {id}, ledger {used} in window {start} of {}",
-                                        headroom.used, identity.queue
-                                    ));
-                                }
-                                if headroom.window_resets_at != Some(end) {
-                                    self.violations.push(format!(
-                                        "window: {id} at {at} on {} resets at {:?}, the oracle says {end}",
-                                        identity.queue, headroom.window_resets_at
-                                    ));
-                                }
-                            }
-                        }
-                    }
-                    Some(_) => {}
-                }
-                self.holdings.insert(
-                    id.clone(),
-                    Holding { identity: identity.clone(), holder: holder.clone(), lease_expires_at: *lease_expires_at },
-                );
+                self.claimed(id, identity, holder, (*at, *lease_expires_at), admission.as_ref());
             }
+        }
+    }
+
+    /// A claim committed at `at` with this lease: judged against who held the todo, whose queue
+    /// it is, and the policy in force (invariants 1 and 3 to 6).
+    fn claimed(
+        &mut self,
+        id: &str,
+        identity: &QueueIdentity,
+        holder: &str,
+        (at, lease_expires_at): (DateTime<Utc>, Option<DateTime<Utc>>),
+        admission: Option<&Headroom>,
+    ) {
+        self.push.claimed(id);
+        // A lapsed claim counts as in flight until the reaper returns it or a claim takes it
+        // over, as in the engine.
+        // 4. No todo claimed by two holders at once.
+        if let Some(previous) = self.holdings.get(id)
+            && previous.lease_expires_at.is_some_and(|lease| lease >= at)
+        {
+            self.violations.push(format!(
+                "double claim: {id} claimed by {holder} at {at} while {} held it until {:?}",
+                previous.holder, previous.lease_expires_at
+            ));
+        }
+        self.holdings.remove(id);
+        // 3. Fail closed.
+        if self.corrupted.contains(identity) {
+            self.violations.push(format!("fail-open: {id} claimed at {at} while {identity:?}'s policy was unreadable"));
+        }
+        // 6. Tenancy: team agents hold team todos, the other owner's agent only its own.
+        if !self.tenancy.allows(holder, identity) {
+            self.violations.push(format!("tenancy: {holder} got {id} of {identity:?}"));
+        }
+        match self.policies.get(identity).cloned() {
+            None => {
+                // 5. No policy, no change.
+                if admission.is_some() {
+                    self.violations.push(format!("no-policy queue {identity:?} answered headroom on {id}"));
+                }
+            }
+            Some(policy) if !self.corrupted.contains(identity) => {
+                self.admitted(id, identity, &policy, at, admission);
+            }
+            Some(_) => {}
+        }
+        let holding = Holding { identity: identity.clone(), holder: holder.to_string(), lease_expires_at };
+        self.holdings.insert(id.to_string(), holding);
+    }
+
+    /// A claim admitted under a readable `policy`: within its in-flight cap (invariant 1) and its
+    /// window budget, charged once (invariant 2), with the headroom the store answered.
+    fn admitted(
+        &mut self,
+        id: &str,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        at: DateTime<Utc>,
+        admission: Option<&Headroom>,
+    ) {
+        // 1. In flight never above the cap when a claim commits (this claim included).
+        let in_flight = self.holdings.values().filter(|h| &h.identity == identity).count() as i64 + 1;
+        if let Some(cap) = policy.max_in_flight
+            && in_flight > cap
+        {
+            self.violations.push(format!(
+                "over-admission: {id} made {in_flight} in flight on {} (cap {cap}) at {at}",
+                identity.queue
+            ));
+        }
+        if let Some(headroom) = admission
+            && headroom.in_flight != in_flight
+        {
+            self.violations.push(format!(
+                "in-flight miscount on {}: store said {}, ledger {in_flight} at {at}",
+                identity.queue, headroom.in_flight
+            ));
+        }
+        let (Some(limit), Some(window)) = (policy.max_claims_per_window, &policy.window) else {
+            return;
+        };
+        let (start, end) = self.oracle.window(window, at);
+        let used = self.charged.entry((identity.clone(), start)).or_default();
+        *used += 1;
+        let used = *used;
+        if used > limit {
+            self.violations.push(format!(
+                "over-admission: {id} was claim {used} of window {start} on {} (limit {limit})",
+                identity.queue
+            ));
+        }
+        let Some(headroom) = admission else { return };
+        if headroom.used != Some(used) {
+            self.violations.push(format!(
+                "charging: store said used {:?} after {id}, ledger {used} in window {start} of {}",
+                headroom.used, identity.queue
+            ));
+        }
+        if headroom.window_resets_at != Some(end) {
+            self.violations.push(format!(
+                "window: {id} at {at} on {} resets at {:?}, the oracle says {end}",
+                identity.queue, headroom.window_resets_at
+            ));
         }
     }
 

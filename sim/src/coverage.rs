@@ -1,8 +1,10 @@
-//! What a run exercised, measured from its trace, its ledger and the hook outbox, so the tests
+//! What a run exercised, measured from its trace's events, its ledger and the hook outbox, so the tests
 //! can require that budgets bound, leases lapsed, faults hit and every kind of push happened: an
 //! invariant that held only because nothing exercised it proves nothing.
 
 use crate::faults::Event;
+use crate::replies::Heard;
+use crate::trace::{TraceEvent, TraceLine};
 use chrono::{DateTime, Utc};
 use models::model_store::OutboxEntry;
 use std::collections::BTreeMap;
@@ -48,22 +50,25 @@ impl Coverage {
         self.streams_broken += other.streams_broken;
     }
 
-    pub(crate) fn measure(trace: &[String], ledger: &[Event], outbox: &[OutboxEntry]) -> Coverage {
+    pub(crate) fn measure(trace: &[TraceLine], ledger: &[Event], outbox: &[OutboxEntry]) -> Coverage {
         let mut coverage = Coverage::default();
         for line in trace {
-            for reason in ["window_exhausted", "in_flight_full", "admission_unavailable", "paused"] {
-                let hits = line.matches(&format!("\"{reason}\"")).count() as u64;
-                if hits > 0 && (line.contains("claim_next ->") || line.contains("claim ->")) {
-                    *coverage.refusals.entry(reason.to_string()).or_default() += hits;
-                }
+            for reason in line.event.refusal_reasons() {
+                *coverage.refusals.entry(reason.to_string()).or_default() += 1;
             }
-            coverage.owner_writes_ok += u64::from(line.contains(" owner PUT ") && line.contains("-> http 200"));
-            coverage.redeliveries_deduped += u64::from(line.contains("deliver ") && line.contains("deduped=true"));
-            coverage.foreign_probes += u64::from(line.contains("claim of another owner's todo"));
-            coverage.withheld_deferred +=
-                u64::from(line.contains(" withheld_deferred=") && !line.contains(" withheld_deferred=0"));
-            coverage.presence_changes += u64::from(line.contains(" clock_in -> ") || line.contains(" clock_out -> "));
-            coverage.streams_broken += u64::from(line.contains(" broke"));
+            match &line.event {
+                TraceEvent::OwnerWrite { .. } => {
+                    coverage.owner_writes_ok += u64::from(line.event.owner_write_status() == Some(200));
+                }
+                TraceEvent::Delivery { reply: Heard::Answer(answer), .. } => {
+                    coverage.redeliveries_deduped += u64::from(answer.deduped == serde_json::json!(true));
+                }
+                TraceEvent::ForeignClaim(_) => coverage.foreign_probes += 1,
+                TraceEvent::PushPass(pass) => coverage.withheld_deferred += u64::from(pass.withheld_deferred > 0),
+                TraceEvent::PresenceChanged { .. } => coverage.presence_changes += 1,
+                TraceEvent::StreamBroke { .. } => coverage.streams_broken += 1,
+                _ => {}
+            }
         }
         for call in outbox {
             *coverage.hook_calls.entry(call.outcome.clone().unwrap_or_else(|| "pending".into())).or_default() += 1;

@@ -1,27 +1,136 @@
 //! What happens to the system during a run, step by step: replica crashes and restarts,
 //! partitions between a client and a replica, cut replica–database links, forward clock jumps and
-//! damaged policy rows, each on a seeded chance per 10 ms step; and, when the clients are done,
-//! the healing that lets the run drain with no fault left.
+//! damaged policy rows, each on a seeded chance per 10 ms step (`FaultSchedule`) or at the steps
+//! a scenario names (`ScriptedFault`); and, when the clients are done, the healing that lets the
+//! run drain with no fault left.
 //!
 //! Exists apart from `world` (which builds the hosts and runs the loop) so the fault plan reads on
-//! its own. Every choice comes from its own seeded generator, in step order.
+//! its own. Every random choice comes from its own seeded generator, in step order.
 
+use crate::config::Config;
 use crate::faults::{Event, FaultRates, Faulty, Rng};
 use crate::push_world::Streams;
-use crate::world::{Config, FaultCounts, SimStore};
+use crate::sim_store::SimStore;
 use chrono::Duration as Span;
 use models::identity::QueueIdentity;
+use std::collections::VecDeque;
 
-/// Chances per step, in hundred-thousandths.
-const CRASH_PER_100K: u64 = 16;
-const PARTITION_PER_100K: u64 = 20;
-const CUT_LINK_PER_100K: u64 = 16;
-const CLOCK_JUMP_PER_100K: u64 = 12;
-const CORRUPTION_PER_100K: u64 = 6;
+/// How often each fault starts, as a chance per 10 ms step in hundred-thousandths, while none of
+/// its kind is going on. The draws happen in a fixed order every step whatever the rates, so a
+/// seed's run depends on the rates only where a draw falls between the old and the new rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultSchedule {
+    /// A replica crashes (and restarts 1 to 11 seconds later).
+    pub crash_per_100k: u64,
+    /// A client is cut off from one replica for 0.5 to 8 seconds.
+    pub partition_per_100k: u64,
+    /// A replica's link to the database is cut for 0.5 to 8 seconds.
+    pub cut_link_per_100k: u64,
+    /// The clock jumps forward 20 minutes, an hour or six hours.
+    pub clock_jump_per_100k: u64,
+    /// A windowed policy's stored row is damaged (an unknown zone).
+    pub corruption_per_100k: u64,
+}
+
+impl FaultSchedule {
+    /// The rates every random run uses.
+    pub const STANDARD: FaultSchedule = FaultSchedule {
+        crash_per_100k: 16,
+        partition_per_100k: 20,
+        cut_link_per_100k: 16,
+        clock_jump_per_100k: 12,
+        corruption_per_100k: 6,
+    };
+}
+
+impl Default for FaultSchedule {
+    fn default() -> FaultSchedule {
+        FaultSchedule::STANDARD
+    }
+}
+
+/// One fault a scenario asks for at a given step (the driver ends it `steps` later).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptedFault {
+    /// Replica `replica` crashes, and restarts `steps` later.
+    Crash { replica: usize, steps: u64 },
+    /// Client host `client` cannot reach replica `replica` for `steps`.
+    Partition { client: String, replica: usize, steps: u64 },
+    /// Replica `replica` cannot reach the database for `steps`.
+    CutLink { replica: usize, steps: u64 },
+    /// The clock jumps this many minutes forward.
+    ClockJump { minutes: i64 },
+    /// The stored policy row of the team's queue `queue` is damaged (if its policy has a window).
+    DamagePolicy { queue: String },
+}
+
+/// The faults of one run: drawn at random on a schedule, scripted at given steps, or both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    pub random: Option<FaultSchedule>,
+    /// (step, fault), in step order.
+    pub script: Vec<(u64, ScriptedFault)>,
+}
+
+impl FaultPlan {
+    pub fn random(schedule: FaultSchedule) -> FaultPlan {
+        FaultPlan { random: Some(schedule), script: vec![] }
+    }
+
+    pub fn scripted(script: Vec<(u64, ScriptedFault)>) -> FaultPlan {
+        FaultPlan { random: None, script }
+    }
+}
+
+/// Fault counts of one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    pub crashes: u64,
+    /// A replica cut off from the database for a while.
+    pub database_partitions: u64,
+    /// Requests and answers lost on those cut links.
+    pub link_losses: u64,
+    pub partitions: u64,
+    pub clock_jumps: u64,
+    pub corruptions: u64,
+    pub db_errors: u64,
+    pub lost_acks: u64,
+    pub delays: u64,
+    pub cancellations: u64,
+}
+
+impl FaultCounts {
+    pub fn add(&mut self, other: &FaultCounts) {
+        self.crashes += other.crashes;
+        self.database_partitions += other.database_partitions;
+        self.link_losses += other.link_losses;
+        self.partitions += other.partitions;
+        self.clock_jumps += other.clock_jumps;
+        self.corruptions += other.corruptions;
+        self.db_errors += other.db_errors;
+        self.lost_acks += other.lost_acks;
+        self.delays += other.delays;
+        self.cancellations += other.cancellations;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.crashes
+            + self.partitions
+            + self.database_partitions
+            + self.link_losses
+            + self.clock_jumps
+            + self.corruptions
+            + self.db_errors
+            + self.lost_acks
+            + self.cancellations
+    }
+}
 
 /// The fault plan of one run and what it has done so far.
 pub struct FaultDriver {
     rng: Rng,
+    random: Option<FaultSchedule>,
+    script: VecDeque<(u64, ScriptedFault)>,
     replicas: usize,
     /// Every client host, for partitions.
     clients: Vec<String>,
@@ -36,7 +145,7 @@ pub struct FaultDriver {
 }
 
 impl FaultDriver {
-    pub fn new<S: SimStore>(config: &Config, store: &Faulty<S>) -> FaultDriver {
+    pub fn new<S: SimStore>(config: &Config, store: &Faulty<S>, plan: FaultPlan) -> FaultDriver {
         let identities = store
             .ledger()
             .iter()
@@ -45,12 +154,14 @@ impl FaultDriver {
                 _ => None,
             })
             .collect();
-        let clients =
-            (0..config.agents).map(|i| format!("a{i}")).chain(["m0", "owner", "producer"].map(String::from)).collect();
+        let mut script = plan.script;
+        script.sort_by_key(|(step, _)| *step);
         FaultDriver {
             rng: Rng::new(config.seed ^ 0xD21E),
+            random: plan.random,
+            script: script.into(),
             replicas: config.replicas,
-            clients,
+            clients: config.clients(),
             identities,
             offset: Span::zero(),
             crashed: None,
@@ -68,45 +179,20 @@ impl FaultDriver {
         self.counts
     }
 
-    /// One step's faults: end the ones whose time is up, maybe start new ones.
+    /// One step's faults: the scripted ones due now, then end the ones whose time is up and
+    /// maybe (on the random schedule) start new ones.
     pub fn step<S: SimStore>(&mut self, sim: &mut turmoil::Sim<'_>, store: &Faulty<S>, streams: &Streams, steps: u64) {
-        if let Some((index, back_at)) = self.crashed
-            && steps >= back_at
-        {
-            sim.bounce(format!("r{index}"));
-            streams.restarted(index);
-            self.crashed = None;
-        } else if self.crashed.is_none() && self.replicas > 1 && self.rng.below(100_000) < CRASH_PER_100K {
-            let index = self.rng.below(self.replicas as u64) as usize;
-            sim.crash(format!("r{index}"));
-            streams.crashed(index);
-            self.crashed = Some((index, steps + 100 + self.rng.below(1_000)));
-            self.counts.crashes += 1;
+        while self.script.front().is_some_and(|(at, _)| *at <= steps) {
+            if let Some((_, fault)) = self.script.pop_front() {
+                self.start(fault, sim, store, streams, steps);
+            }
         }
-        if let Some((a, b, until_step)) = &self.partitioned
-            && steps >= *until_step
-        {
-            sim.repair(a.as_str(), b.as_str());
-            self.partitioned = None;
-        } else if self.partitioned.is_none() && self.rng.below(100_000) < PARTITION_PER_100K {
-            let a = self.rng.pick(&self.clients).clone();
-            let b = format!("r{}", self.rng.below(self.replicas as u64));
-            sim.partition(a.as_str(), b.as_str());
-            self.partitioned = Some((a, b, steps + 50 + self.rng.below(750)));
-            self.counts.partitions += 1;
-        }
-        if let Some((replica, until_step)) = self.cut_link
-            && steps >= until_step
-        {
-            store.cut_link(replica, false);
-            self.cut_link = None;
-        } else if self.cut_link.is_none() && self.rng.below(100_000) < CUT_LINK_PER_100K {
-            let replica = self.rng.below(self.replicas as u64) as usize;
-            store.cut_link(replica, true);
-            self.cut_link = Some((replica, steps + 50 + self.rng.below(750)));
-            self.counts.database_partitions += 1;
-        }
-        if self.rng.below(100_000) < CLOCK_JUMP_PER_100K {
+        let rates = self.random;
+        self.crash_step(rates.map(|r| r.crash_per_100k), sim, streams, steps);
+        self.partition_step(rates.map(|r| r.partition_per_100k), sim, steps);
+        self.cut_link_step(rates.map(|r| r.cut_link_per_100k), store, steps);
+        let Some(rates) = rates else { return };
+        if self.rng.below(100_000) < rates.clock_jump_per_100k {
             // Forward only: a database clock does not run backwards. Across an hour boundary, a
             // day, or to just before the DST fold's second 01:30.
             self.offset += match self.rng.below(3) {
@@ -116,13 +202,118 @@ impl FaultDriver {
             };
             self.counts.clock_jumps += 1;
         }
-        if self.rng.below(100_000) < CORRUPTION_PER_100K && !self.identities.is_empty() {
+        if self.rng.below(100_000) < rates.corruption_per_100k && !self.identities.is_empty() {
             let identity = self.rng.pick(&self.identities).clone();
-            if current_policy_has_window(&store.ledger(), &identity) {
-                store.inner().corrupt_policy_zone(&identity);
-                store.record(Event::PolicyCorrupted { identity });
-                self.counts.corruptions += 1;
+            self.damage(store, identity);
+        }
+    }
+
+    /// Damages `identity`'s stored policy row (an unknown zone), if its policy has a window.
+    fn damage<S: SimStore>(&mut self, store: &Faulty<S>, identity: QueueIdentity) {
+        if current_policy_has_window(&store.ledger(), &identity) {
+            store.inner().corrupt_policy_zone(&identity);
+            store.record(Event::PolicyCorrupted { identity });
+            self.counts.corruptions += 1;
+        }
+    }
+
+    /// A scripted fault, unless one of its kind is still going on.
+    fn start<S: SimStore>(
+        &mut self,
+        fault: ScriptedFault,
+        sim: &mut turmoil::Sim<'_>,
+        store: &Faulty<S>,
+        streams: &Streams,
+        steps: u64,
+    ) {
+        match fault {
+            ScriptedFault::Crash { replica, steps: lasting } if self.crashed.is_none() => {
+                sim.crash(format!("r{replica}"));
+                streams.crashed(replica);
+                self.crashed = Some((replica, steps + lasting));
+                self.counts.crashes += 1;
             }
+            ScriptedFault::Partition { client, replica, steps: lasting } if self.partitioned.is_none() => {
+                let replica = format!("r{replica}");
+                sim.partition(client.as_str(), replica.as_str());
+                self.partitioned = Some((client, replica, steps + lasting));
+                self.counts.partitions += 1;
+            }
+            ScriptedFault::CutLink { replica, steps: lasting } if self.cut_link.is_none() => {
+                store.cut_link(replica, true);
+                self.cut_link = Some((replica, steps + lasting));
+                self.counts.database_partitions += 1;
+            }
+            ScriptedFault::ClockJump { minutes } => {
+                self.offset += Span::minutes(minutes);
+                self.counts.clock_jumps += 1;
+            }
+            ScriptedFault::DamagePolicy { queue } => {
+                let identity = self.identities.iter().find(|identity| identity.queue == queue).cloned();
+                if let Some(identity) = identity {
+                    self.damage(store, identity);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Restarts the crashed replica when its time is up; else, on the random schedule, maybe
+    /// crashes one.
+    fn crash_step(&mut self, rate: Option<u64>, sim: &mut turmoil::Sim<'_>, streams: &Streams, steps: u64) {
+        if let Some((index, back_at)) = self.crashed
+            && steps >= back_at
+        {
+            sim.bounce(format!("r{index}"));
+            streams.restarted(index);
+            self.crashed = None;
+        } else if let Some(rate) = rate
+            && self.crashed.is_none()
+            && self.replicas > 1
+            && self.rng.below(100_000) < rate
+        {
+            let index = self.rng.below(self.replicas as u64) as usize;
+            sim.crash(format!("r{index}"));
+            streams.crashed(index);
+            self.crashed = Some((index, steps + 100 + self.rng.below(1_000)));
+            self.counts.crashes += 1;
+        }
+    }
+
+    /// Repairs the partition when its time is up; else maybe cuts a client from a replica.
+    fn partition_step(&mut self, rate: Option<u64>, sim: &mut turmoil::Sim<'_>, steps: u64) {
+        if let Some((a, b, until_step)) = &self.partitioned
+            && steps >= *until_step
+        {
+            sim.repair(a.as_str(), b.as_str());
+            self.partitioned = None;
+        } else if let Some(rate) = rate
+            && self.partitioned.is_none()
+            && self.rng.below(100_000) < rate
+        {
+            let a = self.rng.pick(&self.clients).clone();
+            let b = format!("r{}", self.rng.below(self.replicas as u64));
+            sim.partition(a.as_str(), b.as_str());
+            self.partitioned = Some((a, b, steps + 50 + self.rng.below(750)));
+            self.counts.partitions += 1;
+        }
+    }
+
+    /// Repairs the cut database link when its time is up; else maybe cuts one.
+    fn cut_link_step<S: SimStore>(&mut self, rate: Option<u64>, store: &Faulty<S>, steps: u64) {
+        if let Some((replica, until_step)) = self.cut_link
+            && steps >= until_step
+        {
+            store.cut_link(replica, false);
+            self.cut_link = None;
+        } else if let Some(rate) = rate
+            && self.cut_link.is_none()
+            && self.rng.below(100_000) < rate
+        {
+            let replica = self.rng.below(self.replicas as u64) as usize;
+            store.cut_link(replica, true);
+            self.cut_link = Some((replica, steps + 50 + self.rng.below(750)));
+            self.counts.database_partitions += 1;
         }
     }
 

@@ -1,7 +1,7 @@
 //! The simulation's in-memory side: `ModelStore` (models/src/model_store), the executable
 //! specification, as the database of a run.
 
-use crate::world::SimStore;
+use crate::sim_store::SimStore;
 use models::identity::QueueIdentity;
 use models::model_store::ModelStore;
 

@@ -9,8 +9,8 @@
 //! `ModelStore` only (`Mutant::model_store_only`), so they are hunted on model runs, whose
 //! ledger, outbox and push journal the push invariants judge.
 
+use crate::config::Config;
 use crate::runner;
-use crate::world::Config;
 use models::mutants::{self, Mutant};
 use std::process::ExitCode;
 

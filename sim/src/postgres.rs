@@ -2,8 +2,8 @@
 //! set-up SQL for principals, the damaged-row fault, and the SQL invariant checks at the end.
 
 use crate::bridge::BridgeStore;
+use crate::sim_store::SimStore;
 use crate::sql_invariants::Invariant;
-use crate::world::SimStore;
 use chrono::{DateTime, Utc};
 use models::identity::QueueIdentity;
 use models::model_store::{OutboxEntry, PushJournal};

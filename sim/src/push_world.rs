@@ -16,7 +16,7 @@
 //! so the PostgreSQL run of a seed reads the same as the model's.
 
 use crate::faults::{Faulty, Rng};
-use crate::world::Trace;
+use crate::trace::{PresenceVerb, PushPass, Task, Trace, TraceEvent};
 use models::presence::{self, Presence};
 use models::push::{HOOK_CALLS_PER_PASS_MAX, HookCall, HookOutcome, PushReport};
 use models::store::{OverrideBy, Store};
@@ -89,19 +89,19 @@ impl Streams {
     }
 }
 
-/// A push report as one trace line: what was rung (reason and queue, sorted) and withheld.
-fn summary(pass: &str, report: &PushReport) -> String {
+/// A push report as one trace event: what was rung (reason and queue, sorted) and withheld.
+fn summary(pass: Task, report: &PushReport) -> TraceEvent {
     let mut rings: Vec<String> =
         report.rings.iter().map(|r| format!("{}:{}", r.reason.as_str(), r.queue.as_deref().unwrap_or("*"))).collect();
     rings.sort();
-    format!(
-        "{pass} rings=[{}] hook_calls={} reopens={} withheld_deferred={} withheld_out={}",
-        rings.join(","),
-        report.hook_calls_enqueued,
-        report.reopens,
-        report.withheld_deferred,
-        report.withheld_out
-    )
+    TraceEvent::PushPass(PushPass {
+        pass,
+        rings,
+        hook_calls: report.hook_calls_enqueued,
+        reopens: report.reopens,
+        withheld_deferred: report.withheld_deferred,
+        withheld_out: report.withheld_out,
+    })
 }
 
 /// A replica's push work on its sweep tick: refresh the streams it holds, decide pushes (new and
@@ -111,22 +111,22 @@ pub async fn replica_pass<S: Store>(name: &str, index: usize, store: &Faulty<S>,
     if !held.is_empty() {
         match store.refresh_sessions(name, &held).await {
             Ok(closing) => closing.iter().for_each(|session| streams.release(index, session)),
-            Err(error) => trace.log(name, format!("refresh failed: {}", error.code.as_str())),
+            Err(error) => trace.log(name, TraceEvent::Failed { task: Task::Refresh, code: error.code }),
         }
     }
     let passes = [
-        ("push", store.dispatch_pushes().await),
-        ("reopen", store.reopen_sweep().await),
-        ("presence", store.presence_sweep().await),
-        ("heartbeat", store.heartbeat_sweep().await),
+        (Task::Push, store.dispatch_pushes().await),
+        (Task::Reopen, store.reopen_sweep().await),
+        (Task::Presence, store.presence_sweep().await),
+        (Task::Heartbeat, store.heartbeat_sweep().await),
     ];
     for (pass, outcome) in passes {
         match outcome {
             // Which of several equally due todos the heartbeat re-rings is decided by todo id,
             // which PostgreSQL draws at random: its rings are judged from the ledger, not traced.
-            Ok(report) if report.is_empty() || pass == "heartbeat" => {}
+            Ok(report) if report.is_empty() || pass == Task::Heartbeat => {}
             Ok(report) => trace.log(name, summary(pass, &report)),
-            Err(error) => trace.log(name, format!("{pass} failed: {}", error.code.as_str())),
+            Err(error) => trace.log(name, TraceEvent::Failed { task: pass, code: error.code }),
         }
     }
     send_hooks(name, store, trace).await;
@@ -146,7 +146,7 @@ async fn send_hooks<S: Store>(name: &str, store: &Faulty<S>, trace: &Trace) {
                 }
             }
             Err(error) => {
-                trace.log(name, format!("hook take failed: {}", error.code.as_str()));
+                trace.log(name, TraceEvent::Failed { task: Task::HookTake, code: error.code });
                 break;
             }
         }
@@ -157,12 +157,11 @@ async fn send_hooks<S: Store>(name: &str, store: &Faulty<S>, trace: &Trace) {
         tokio::spawn(async move {
             let (outcome, send_ms) = receiver_answer(&call);
             tokio::time::sleep(Duration::from_millis(send_ms)).await;
-            let recorded = match store.finish_hook_call(call.id, &name, &outcome).await {
-                Ok(()) => outcome.label().to_string(),
-                Err(error) => format!("{} (not recorded: {})", outcome.label(), error.code.as_str()),
-            };
+            let unrecorded = store.finish_hook_call(call.id, &name, &outcome).await.err().map(|error| error.code);
             let (url, reason, summary) = call_key(&call);
-            trace.log(&name, format!("hook {url} {reason} {summary} attempt={} -> {recorded}", call.attempts + 1));
+            let attempt = call.attempts + 1;
+            let outcome = outcome.label();
+            trace.log(&name, TraceEvent::HookSent { url, reason, summary, attempt, outcome, unrecorded });
         });
     }
 }
@@ -225,7 +224,7 @@ impl<S: Store> AgentPush<S> {
         if let Some((session, Some(replica))) = &self.session
             && !self.streams.holds(*replica, session)
         {
-            trace.log(name, format!("stream on r{replica} broke"));
+            trace.log(name, TraceEvent::StreamBroke { replica: *replica });
             self.session = self.session.take().map(|(session, _)| (session, None));
         }
         let replica = rng.below(self.links.len() as u64) as usize;
@@ -237,9 +236,9 @@ impl<S: Store> AgentPush<S> {
                     Ok(()) => {
                         self.streams.release(current, &session);
                         self.session = Some((session, None));
-                        trace.log(name, format!("stream on r{current} closed to reconnect"));
+                        trace.log(name, TraceEvent::StreamClosedToReconnect { replica: current });
                     }
-                    Err(error) => trace.log(name, format!("detach -> {}", error.code.as_str())),
+                    Err(error) => trace.log(name, TraceEvent::DetachFailed(error.code)),
                 }
             }
             Some(_) => {}
@@ -255,7 +254,7 @@ impl<S: Store> AgentPush<S> {
         }
         match self.links[replica].open_session(&self.endpoint_id).await {
             Ok(session) => self.session = Some((session, None)),
-            Err(error) => trace.log(name, format!("initialize via r{replica} -> {}", error.code.as_str())),
+            Err(error) => trace.log(name, TraceEvent::InitializeFailed { replica, code: error.code }),
         }
     }
 
@@ -268,17 +267,15 @@ impl<S: Store> AgentPush<S> {
             Ok(true) => {
                 self.streams.hold(replica, session);
                 self.session = Some((session.to_string(), Some(replica)));
-                let digest = match link.reconnect_digest(&self.endpoint_id, session).await {
-                    Ok(report) => format!("digest rings={}", report.rings.len()),
-                    Err(error) => format!("digest {}", error.code.as_str()),
-                };
-                trace.log(name, format!("stream attached via r{replica}, {digest}"));
+                let digest = link.reconnect_digest(&self.endpoint_id, session).await;
+                let digest = digest.map(|report| report.rings.len()).map_err(|error| error.code);
+                trace.log(name, TraceEvent::StreamAttached { replica, digest });
             }
             Ok(false) => {
-                trace.log(name, format!("stream via r{replica} -> session gone"));
+                trace.log(name, TraceEvent::SessionGone { replica });
                 self.session = None;
             }
-            Err(error) => trace.log(name, format!("stream via r{replica} -> {}", error.code.as_str())),
+            Err(error) => trace.log(name, TraceEvent::AttachFailed { replica, code: error.code }),
         }
     }
 
@@ -291,24 +288,21 @@ impl<S: Store> AgentPush<S> {
         let link = &self.links[replica];
         let view = match link.presence(&self.endpoint_id).await {
             Ok(view) => view,
-            Err(error) => return trace.log(name, format!("presence -> {}", error.code.as_str())),
+            Err(error) => return trace.log(name, TraceEvent::PresenceReadFailed(error.code)),
         };
         let now = link.now();
         let (verb, override_) = match view.effective.presence {
             Presence::Out => {
                 let for_seconds = 60 + rng.below(840) as i64;
-                ("clock_in", presence::clock_in(view.shift.as_ref(), now, Some(for_seconds)))
+                (PresenceVerb::ClockIn, presence::clock_in(view.shift.as_ref(), now, Some(for_seconds)))
             }
-            Presence::In => ("clock_out", Ok(presence::clock_out(view.shift.as_ref(), now))),
+            Presence::In => (PresenceVerb::ClockOut, Ok(presence::clock_out(view.shift.as_ref(), now))),
         };
         let Ok(override_) = override_ else {
-            return trace.log(name, format!("{verb} refused"));
+            return trace.log(name, TraceEvent::PresenceRefused(verb));
         };
-        match link.set_presence_override(&self.endpoint_id, Some(override_), OverrideBy::Agent).await {
-            Ok(view) => {
-                trace.log(name, format!("{verb} -> {} pending={}", view.effective.presence.as_str(), view.pending))
-            }
-            Err(error) => trace.log(name, format!("{verb} -> {}", error.code.as_str())),
-        }
+        let answer = link.set_presence_override(&self.endpoint_id, Some(override_), OverrideBy::Agent).await;
+        let answer = answer.map(|view| (view.effective.presence, view.pending)).map_err(|error| error.code);
+        trace.log(name, TraceEvent::PresenceChanged { verb, answer });
     }
 }

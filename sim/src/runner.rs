@@ -1,7 +1,9 @@
 //! Running seeds on either store and comparing them. Exists so the CLI, the tests and the
 //! mutant hunt run a seed in exactly one way (same clock, same fresh database, same comparison).
 
-use crate::world::{self, Config, Outcome};
+use crate::config::{Config, epoch_for};
+use crate::fault_driver::FaultPlan;
+use crate::world::{self, Outcome};
 use models::store::ManualClock;
 
 /// Sums over many seeds, for the CLI's summary line.
@@ -43,14 +45,21 @@ impl Totals {
 
 /// One seed on the in-memory `ModelStore`.
 pub fn on_model(config: Config) -> Outcome {
-    let clock = ManualClock::at(world::epoch_for(config.seed));
+    let clock = ManualClock::at(epoch_for(config.seed));
     let store = models::model_store::ModelStore::new(std::sync::Arc::new(clock.clone()));
     world::run(store, clock, config)
 }
 
+/// One seed on the in-memory `ModelStore` with the faults of `plan` (a scripted scenario).
+pub fn on_model_planned(config: Config, plan: FaultPlan) -> Outcome {
+    let clock = ManualClock::at(epoch_for(config.seed));
+    let store = models::model_store::ModelStore::new(std::sync::Arc::new(clock.clone()));
+    world::run_planned(store, clock, config, plan)
+}
+
 /// One seed on a fresh PostgreSQL database through the bridge.
 pub fn on_postgres(config: Config) -> Outcome {
-    let clock = ManualClock::at(world::epoch_for(config.seed));
+    let clock = ManualClock::at(epoch_for(config.seed));
     let (store, database) = crate::postgres::fresh(&clock);
     let outcome = world::run(store, clock, config);
     crate::postgres::drop(&database);
@@ -77,14 +86,14 @@ pub fn same_trace(model: &Outcome, postgres: &Outcome) -> Result<(), String> {
         .trace
         .iter()
         .zip(&postgres.trace)
-        .position(|(a, b)| a != b)
+        .position(|(a, b)| a.to_string() != b.to_string())
         .unwrap_or(model.trace.len().min(postgres.trace.len()));
     Err(format!(
         "seed {}: the traces differ (model {} vs postgres {}) first at line {line}:\n  model:    {}\n  postgres: {}",
         model.seed,
         model.trace_hash,
         postgres.trace_hash,
-        model.trace.get(line).map_or("<end>", String::as_str),
-        postgres.trace.get(line).map_or("<end>", String::as_str),
+        model.trace.get(line).map_or("<end>".to_string(), ToString::to_string),
+        postgres.trace.get(line).map_or("<end>".to_string(), ToString::to_string),
     ))
 }

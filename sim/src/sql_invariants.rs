@@ -298,22 +298,25 @@ async fn admission_checks(
     Ok(())
 }
 
+/// One row of `admission_policies`, as stored.
+#[derive(sqlx::FromRow)]
+struct PolicyRow {
+    id: String,
+    endpoint_id: Option<String>,
+    team_id: Option<String>,
+    queue: String,
+    max_in_flight: Option<i32>,
+    max_claims_per_window: Option<i32>,
+    window_period: Option<String>,
+    window_tz: Option<String>,
+    window_start: Option<String>,
+    window_weekday: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
 /// Every policy's versions: from its audit records, or from the row itself when it has none.
 async fn policy_histories(pool: &PgPool, report: &mut InvariantReport) -> Result<Vec<PolicyHistory>, sqlx::Error> {
-    type Row = (
-        String,
-        Option<String>,
-        Option<String>,
-        String,
-        Option<i32>,
-        Option<i32>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        DateTime<Utc>,
-    );
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows: Vec<PolicyRow> = sqlx::query_as(
         "SELECT id, endpoint_id, team_id, queue, max_in_flight, max_claims_per_window, window_period, window_tz, \
            window_start, window_weekday, created_at FROM admission_policies ORDER BY id",
     )
@@ -325,15 +328,16 @@ async fn policy_histories(pool: &PgPool, report: &mut InvariantReport) -> Result
     .fetch_all(pool)
     .await?;
     let mut histories = Vec::with_capacity(rows.len());
-    for (id, endpoint_id, team_id, queue, in_flight, claims, period, tz, start, weekday, created_at) in rows {
+    for row in rows {
         let stored = Policy::from_stored(
-            in_flight,
-            claims,
-            period.as_deref(),
-            tz.as_deref(),
-            start.as_deref(),
-            weekday.as_deref(),
+            row.max_in_flight,
+            row.max_claims_per_window,
+            row.window_period.as_deref(),
+            row.window_tz.as_deref(),
+            row.window_start.as_deref(),
+            row.window_weekday.as_deref(),
         );
+        let PolicyRow { id, endpoint_id, team_id, queue, created_at, .. } = row;
         let mut versions = vec![Version { from: DateTime::<Utc>::MIN_UTC, policy: None }];
         for (_, _, after, at) in audit.iter().filter(|a| a.0 == id) {
             match after.as_ref().map(Policy::from_request) {
@@ -398,6 +402,38 @@ fn charging_and_budget(
     grace: &CheckOptions,
     report: &mut InvariantReport,
 ) {
+    let (sure, maybe) = place_claims(history, attempts, grace, report);
+    let starts: BTreeSet<DateTime<Utc>> = used.keys().chain(sure.keys()).chain(maybe.keys()).copied().collect();
+    for start in starts {
+        report.windows_checked += 1;
+        let charged = used.get(&start).copied().unwrap_or(0);
+        let surely = sure.get(&start).map_or(0, |v| v.len() as i64);
+        let possibly = surely + maybe.get(&start).copied().unwrap_or(0);
+        if charged < surely || charged > possibly {
+            report.violate(
+                Invariant::ChargingEquality,
+                format!(
+                    "policy {} window {start}: used {charged}, claims committed in it {surely}{}",
+                    history.id,
+                    if possibly > surely { format!("..{possibly}") } else { String::new() }
+                ),
+            );
+        }
+        window_within_limit(history, start, charged, grace, report);
+        ranks_within_limit(history, start, sure.get(&start).map_or(&[], Vec::as_slice), grace, report);
+    }
+}
+
+/// The windows each claim is charged to: surely (every version possibly in force at its commit
+/// charges it to the same window), or possibly (a policy change is too near to tell), by window
+/// start. Claims no version charges are in neither.
+#[allow(clippy::type_complexity)]
+fn place_claims<'a>(
+    history: &PolicyHistory,
+    attempts: &'a [Attempt],
+    grace: &CheckOptions,
+    report: &mut InvariantReport,
+) -> (BTreeMap<DateTime<Utc>, Vec<&'a Attempt>>, BTreeMap<DateTime<Utc>, i64>) {
     let mut sure: BTreeMap<DateTime<Utc>, Vec<&Attempt>> = BTreeMap::new();
     let mut maybe: BTreeMap<DateTime<Utc>, i64> = BTreeMap::new();
     for attempt in attempts {
@@ -415,75 +451,80 @@ fn charging_and_budget(
             }
         }
     }
-    let starts: BTreeSet<DateTime<Utc>> = used.keys().chain(sure.keys()).chain(maybe.keys()).copied().collect();
-    for start in starts {
-        report.windows_checked += 1;
-        let charged = used.get(&start).copied().unwrap_or(0);
-        let surely = sure.get(&start).map_or(0, |v| v.len() as i64);
-        let possibly = surely + maybe.get(&start).copied().unwrap_or(0);
-        if charged < surely || charged > possibly {
-            report.violate(
-                Invariant::ChargingEquality,
-                format!(
-                    "policy {} window {start}: used {charged}, claims committed in it {surely}{}",
-                    history.id,
-                    if possibly > surely { format!("..{possibly}") } else { String::new() }
-                ),
-            );
-        }
-        // (2) against every charging version possibly in force during the window. Two versions
-        // can have windows starting at the same instant (an hour window and a day window both
-        // at :30): the window lasts until the latest of their ends, or a later version's limit
-        // would be missed.
-        let end = history
-            .versions
-            .iter()
-            .filter_map(|v| v.policy.as_ref()?.window)
-            .map(|w| w.window_containing(start))
-            .filter(|(s, _)| *s == start)
-            .map(|(_, end)| end)
-            .max()
-            .unwrap_or(start + Duration::days(8));
-        let limits: Vec<i64> = history
-            .possible_during(start, end, grace)
+    (sure, maybe)
+}
+
+/// (2) and (5) for the window starting at `start`, which was charged `charged`: against every
+/// charging version possibly in force during the window.
+fn window_within_limit(
+    history: &PolicyHistory,
+    start: DateTime<Utc>,
+    charged: i64,
+    grace: &CheckOptions,
+    report: &mut InvariantReport,
+) {
+    // Two versions can have windows starting at the same instant (an hour window and a day
+    // window both at :30): the window lasts until the latest of their ends, or a later version's
+    // limit would be missed.
+    let end = history
+        .versions
+        .iter()
+        .filter_map(|v| v.policy.as_ref()?.window)
+        .map(|w| w.window_containing(start))
+        .filter(|(s, _)| *s == start)
+        .map(|(_, end)| end)
+        .max()
+        .unwrap_or(start + Duration::days(8));
+    let limits: Vec<i64> = history
+        .possible_during(start, end, grace)
+        .into_iter()
+        .filter_map(|p| p.as_ref().filter(|p| p.charges())?.max_claims_per_window)
+        .collect();
+    match limits.iter().max() {
+        None if charged > 0 => report.violate(
+            Invariant::NoPolicyNoChange,
+            format!(
+                "policy {} window {start}: used {charged} while no version with a window limit was in force",
+                history.id
+            ),
+        ),
+        Some(limit) if charged > *limit => report.violate(
+            Invariant::WindowBudget,
+            format!("policy {} window {start}: used {charged} > max_claims_per_window {limit}", history.id),
+        ),
+        _ => {}
+    }
+}
+
+/// (2) for each claim surely charged to the window at `start`, in commit order: its rank within
+/// the largest window limit possibly in force at its commit.
+fn ranks_within_limit(
+    history: &PolicyHistory,
+    start: DateTime<Utc>,
+    surely: &[&Attempt],
+    grace: &CheckOptions,
+    report: &mut InvariantReport,
+) {
+    for (rank, attempt) in surely.iter().enumerate() {
+        let limit = history
+            .possible_at(attempt.started_at, grace)
             .into_iter()
             .filter_map(|p| p.as_ref().filter(|p| p.charges())?.max_claims_per_window)
-            .collect();
-        match limits.iter().max() {
-            None if charged > 0 => report.violate(
-                Invariant::NoPolicyNoChange,
-                format!(
-                    "policy {} window {start}: used {charged} while no version with a window limit was in force",
-                    history.id
-                ),
-            ),
-            Some(limit) if charged > *limit => report.violate(
+            .max();
+        if let Some(limit) = limit
+            && rank as i64 + 1 > limit
+        {
+            report.violate(
                 Invariant::WindowBudget,
-                format!("policy {} window {start}: used {charged} > max_claims_per_window {limit}", history.id),
-            ),
-            _ => {}
-        }
-        for (rank, attempt) in sure.get(&start).into_iter().flatten().enumerate() {
-            let limit = history
-                .possible_at(attempt.started_at, grace)
-                .into_iter()
-                .filter_map(|p| p.as_ref().filter(|p| p.charges())?.max_claims_per_window)
-                .max();
-            if let Some(limit) = limit
-                && rank as i64 + 1 > limit
-            {
-                report.violate(
-                    Invariant::WindowBudget,
-                    format!(
-                        "policy {} window {start}: claim {} of todo {} (attempt {}) at {} with max_claims_per_window {limit}",
-                        history.id,
-                        rank + 1,
-                        attempt.todo_id,
-                        attempt.seq,
-                        attempt.started_at
-                    ),
-                );
-            }
+                format!(
+                    "policy {} window {start}: claim {} of todo {} (attempt {}) at {} with max_claims_per_window {limit}",
+                    history.id,
+                    rank + 1,
+                    attempt.todo_id,
+                    attempt.seq,
+                    attempt.started_at
+                ),
+            );
         }
     }
 }

@@ -8,10 +8,12 @@
 //! own: this is what the users of the system do, `world` is what happens to the system.
 
 use crate::check;
+use crate::config::QUEUES;
 use crate::faults::Rng;
 use crate::net::{self, Reply, Request};
 use crate::push_world::AgentPush;
-use crate::world::{QUEUES, Trace};
+use crate::replies::{ClaimReply, Created, Delivered, Heard, HttpStatus, ReplySummary, StatusReply, printable};
+use crate::trace::{EndVerb, Trace, TraceEvent};
 use chrono::Utc;
 use models::store::Store;
 use serde_json::{Value, json};
@@ -108,15 +110,13 @@ impl Caller {
                     if problem == "timed out" && timeout == CANCEL_AFTER {
                         self.trace.cancelled();
                     }
-                    self.trace
-                        .log(&self.name, format!("{method} {} via {replica}: network: {problem}", printable(path)));
+                    let (method, path, problem) = (method.to_string(), printable(path).to_string(), problem.clone());
+                    self.trace.log(&self.name, TraceEvent::NetworkFailure { method, path, replica, problem });
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Reply::Http(status, _) if self.retry_server_errors && *status >= 500 => {
-                    self.trace.log(
-                        &self.name,
-                        format!("{method} {} via {replica}: http {status}, retrying", printable(path)),
-                    );
+                    let (method, path, status) = (method.to_string(), printable(path).to_string(), *status);
+                    self.trace.log(&self.name, TraceEvent::ServerErrorRetried { method, path, replica, status });
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Reply::Http(..) => return reply,
@@ -149,63 +149,107 @@ impl Caller {
     }
 }
 
-/// A path without the generated parts (endpoint slugs, webhook ids differ between stores).
-pub(crate) fn printable(path: &str) -> &str {
-    if path.starts_with("/mcp/") {
-        "/mcp/<endpoint>"
-    } else if path.starts_with("/ingest/") {
-        "/ingest/<webhook>"
-    } else if path.starts_with("/api/v1/admission/") {
-        "/api/v1/admission/<team>/<queue>"
-    } else {
-        path
-    }
+/// An agent's fixed part: who it is, the key it calls with, and its seeded choices.
+struct Agent {
+    caller: Caller,
+    slug: String,
+    key: String,
+    rng: Rng,
 }
 
-pub(crate) fn summarize_claim(reply: &Reply) -> String {
-    match reply {
-        Reply::Http(200, body) if body["empty"] == json!(true) => {
-            let deferred: Vec<String> = body["deferred"]
-                .as_array()
-                .map(|list| {
-                    list.iter()
-                        .map(|d| format!("{}:{}:{}:{}", d["queue"], d["reason"], d["pending"], d["next_eligible_at"]))
-                        .collect()
-                })
-                .unwrap_or_default();
-            format!("empty deferred=[{}]", deferred.join(","))
-        }
-        Reply::Http(200, body) => {
-            let todo = &body["todo"];
-            let admission = &body["admission"];
-            format!(
-                "claimed {} q={} attempt={} lease={} admission={}",
-                todo["title"], todo["queue"], todo["attempt"], todo["lease_expires_at"], admission
-            )
-        }
-        other => summarize(other),
-    }
-}
+/// How long an agent waits for a reply it does not give up on.
+const PATIENT: Duration = Duration::from_secs(3);
 
-pub(crate) fn summarize(reply: &Reply) -> String {
-    match reply {
-        Reply::Http(200, body) if body.get("todo").is_some() => {
-            format!("ok {} state={} attempt={}", body["todo"]["title"], body["todo"]["state"], body["todo"]["attempt"])
+impl Agent {
+    async fn tool(&mut self, name: &str, arguments: Value, timeout: Duration) -> Reply {
+        self.caller.tool(&mut self.rng, &self.slug, &self.key, name, arguments, timeout).await
+    }
+
+    fn log(&self, event: TraceEvent) {
+        self.caller.trace.log(&self.caller.name, event);
+    }
+
+    /// Another owner's agent tries a fleet todo by id: it must not exist for it (invariant 6).
+    async fn probe_foreign(&mut self, ids: &FleetIds) {
+        if self.rng.chance(100)
+            && let Some(id) = ids.last()
+        {
+            let reply = self.tool("claim", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), PATIENT).await;
+            self.log(TraceEvent::ForeignClaim(ClaimReply::of(&reply)));
         }
-        Reply::Http(200, body) if body.get("state").is_some() => {
-            format!(
-                "ok {} state={} attempt={} lease={}",
-                body["title"], body["state"], body["attempt"], body["lease_expires_at"]
-            )
+    }
+
+    /// One turn's request: mostly `claim_next`, sometimes a named claim of a listed todo or an
+    /// `admission_status` read. The claimed todo's id, or None (after a pause) when there is none.
+    async fn try_claim(&mut self) -> Option<String> {
+        let choice = self.rng.below(100);
+        let claimed = if choice < 8 {
+            self.named_claim().await?
+        } else if choice < 12 {
+            let reply = self.tool("admission_status", json!({}), PATIENT).await;
+            self.log(TraceEvent::AdmissionStatus(StatusReply::of(&reply)));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return None;
+        } else {
+            // One claim in twenty gives up almost at once: the client cancels mid-claim.
+            let timeout = if self.caller.cancels && self.rng.chance(50) { CANCEL_AFTER } else { PATIENT };
+            let reply = self.tool("claim_next", json!({"lease_ttl_seconds": LEASE_SECONDS}), timeout).await;
+            self.log(TraceEvent::ClaimNext(ClaimReply::of(&reply)));
+            reply
+        };
+        match &claimed {
+            Reply::Http(200, body) if body.get("todo").is_some() => {
+                Some(body["todo"]["id"].as_str().unwrap_or("").to_string())
+            }
+            Reply::Http(200, _) => {
+                tokio::time::sleep(Duration::from_millis(1000 + self.rng.below(3000))).await;
+                None
+            }
+            _ => {
+                tokio::time::sleep(Duration::from_millis(500 + self.rng.below(1000))).await;
+                None
+            }
         }
-        Reply::Http(status, body) if *status >= 400 => {
-            let mut extras = body.as_object().cloned().unwrap_or_default();
-            extras.remove("message");
-            extras.remove("error");
-            format!("http {status} {}", scrub(&Value::Object(extras)))
+    }
+
+    /// A named claim of the first pending todo the listing shows; None (after a pause) when the
+    /// listing shows none.
+    async fn named_claim(&mut self) -> Option<Reply> {
+        let listed = self.tool("list_todos", json!({"state": "pending", "limit": 3}), PATIENT).await;
+        let first = match &listed {
+            Reply::Http(200, body) => body["todos"][0]["id"].as_str().map(str::to_string),
+            _ => None,
+        };
+        let Some(id) = first else {
+            self.log(TraceEvent::ListTodos(ReplySummary::of(&listed)));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            return None;
+        };
+        let reply = self.tool("claim", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), PATIENT).await;
+        self.log(TraceEvent::NamedClaim(ClaimReply::of(&reply)));
+        Some(reply)
+    }
+
+    /// Works on the claimed todo (sometimes longer than the lease, so the reaper or a takeover
+    /// gets it), then completes, fails, releases or abandons it.
+    async fn work_and_end(&mut self, id: &str) {
+        let work_ms = self.rng.below(28_000);
+        if work_ms > 12_000 && self.rng.chance(300) {
+            tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
+            let reply = self.tool("heartbeat", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), PATIENT).await;
+            self.log(TraceEvent::Heartbeat(ReplySummary::of(&reply)));
+            tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(work_ms)).await;
         }
-        Reply::Http(status, body) => format!("http {status} {body}"),
-        Reply::Network(problem) => format!("network: {problem}"),
+        let verb = match self.rng.below(100) {
+            0..70 => EndVerb::Complete,
+            70..85 => EndVerb::Fail,
+            85..95 => EndVerb::Release,
+            _ => return self.log(TraceEvent::Abandoned),
+        };
+        let reply = self.tool(verb.as_str(), json!({"id": id}), PATIENT).await;
+        self.log(TraceEvent::Ended { verb, reply: ReplySummary::of(&reply) });
     }
 }
 
@@ -220,125 +264,20 @@ pub(crate) async fn agent<S: Store>(
     foreign: Option<FleetIds>,
     mut push: Option<AgentPush<S>>,
 ) -> turmoil::Result {
-    let mut rng = Rng::new(seed);
+    let mut agent = Agent { caller, slug, key, rng: Rng::new(seed) };
     let mut push_rng = Rng::new(seed ^ 0x7075_7368);
-    let patient = Duration::from_secs(3);
     while turmoil::sim_elapsed().unwrap_or_default() < until {
         if let Some(push) = push.as_mut() {
-            push.step(&mut push_rng, &caller.trace, &caller.name).await;
+            push.step(&mut push_rng, &agent.caller.trace, &agent.caller.name).await;
         }
-        // Another owner's agent tries a fleet todo by id: it must not exist for it (invariant 6).
-        if let Some(ids) = &foreign
-            && rng.chance(100)
-            && let Some(id) = ids.last()
-        {
-            let reply = caller
-                .tool(&mut rng, &slug, &key, "claim", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), patient)
-                .await;
-            caller.trace.log(&caller.name, format!("claim of another owner's todo -> {}", summarize_claim(&reply)));
+        if let Some(ids) = &foreign {
+            agent.probe_foreign(ids).await;
         }
-        let choice = rng.below(100);
-        let claimed = if choice < 8 {
-            // A named claim of the first pending todo the listing shows.
-            let listed = caller
-                .tool(&mut rng, &slug, &key, "list_todos", json!({"state": "pending", "limit": 3}), patient)
-                .await;
-            let first = match &listed {
-                Reply::Http(200, body) => body["todos"][0]["id"].as_str().map(str::to_string),
-                _ => None,
-            };
-            let Some(id) = first else {
-                caller.trace.log(&caller.name, format!("list_todos -> {}", summarize(&listed)));
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            };
-            let reply = caller
-                .tool(&mut rng, &slug, &key, "claim", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), patient)
-                .await;
-            caller.trace.log(&caller.name, format!("claim -> {}", summarize_claim(&reply)));
-            reply
-        } else if choice < 12 {
-            let reply = caller.tool(&mut rng, &slug, &key, "admission_status", json!({}), patient).await;
-            caller.trace.log(&caller.name, format!("admission_status -> {}", admission_summary(&reply)));
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            continue;
-        } else {
-            // One claim in twenty gives up almost at once: the client cancels mid-claim.
-            let timeout = if caller.cancels && rng.chance(50) { CANCEL_AFTER } else { patient };
-            let reply = caller
-                .tool(&mut rng, &slug, &key, "claim_next", json!({"lease_ttl_seconds": LEASE_SECONDS}), timeout)
-                .await;
-            caller.trace.log(&caller.name, format!("claim_next -> {}", summarize_claim(&reply)));
-            reply
-        };
-        let id = match &claimed {
-            Reply::Http(200, body) if body.get("todo").is_some() => {
-                body["todo"]["id"].as_str().unwrap_or("").to_string()
-            }
-            Reply::Http(200, _) => {
-                tokio::time::sleep(Duration::from_millis(1000 + rng.below(3000))).await;
-                continue;
-            }
-            _ => {
-                tokio::time::sleep(Duration::from_millis(500 + rng.below(1000))).await;
-                continue;
-            }
-        };
-        // Work: sometimes longer than the lease, so the reaper or a takeover gets it.
-        let work_ms = rng.below(28_000);
-        if work_ms > 12_000 && rng.chance(300) {
-            tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
-            let reply = caller
-                .tool(
-                    &mut rng,
-                    &slug,
-                    &key,
-                    "heartbeat",
-                    json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}),
-                    patient,
-                )
-                .await;
-            caller.trace.log(&caller.name, format!("heartbeat -> {}", summarize(&reply)));
-            tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
-        } else {
-            tokio::time::sleep(Duration::from_millis(work_ms)).await;
+        if let Some(id) = agent.try_claim().await {
+            agent.work_and_end(&id).await;
         }
-        let verb = match rng.below(100) {
-            0..70 => "complete",
-            70..85 => "fail",
-            85..95 => "release",
-            _ => {
-                caller.trace.log(&caller.name, "abandons its claim".into());
-                continue;
-            }
-        };
-        let reply = caller.tool(&mut rng, &slug, &key, verb, json!({"id": id}), patient).await;
-        caller.trace.log(&caller.name, format!("{verb} -> {}", summarize(&reply)));
     }
     Ok(())
-}
-
-fn admission_summary(reply: &Reply) -> String {
-    match reply {
-        Reply::Http(200, body) => format!("ok {}", scrub(body)),
-        other => summarize(other),
-    }
-}
-
-/// A body without the generated identifiers (ids, slugs, owners), which differ between stores.
-fn scrub(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(key, _)| {
-                    !matches!(key.as_str(), "id" | "policy_id" | "scope" | "owner" | "endpoint_id" | "team_id")
-                })
-                .map(|(key, value)| (key.clone(), scrub(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(scrub).collect()),
-        other => other.clone(),
-    }
 }
 
 /// The owner: now and then replaces a budgeted queue's policy over the operator API.
@@ -365,11 +304,8 @@ pub(crate) async fn owner(caller: Caller, principals: Principals, seed: u64, unt
             )
             .await;
         writes += 1;
-        let summary = match &reply {
-            Reply::Http(status, body) => format!("http {status} {}", body["status"]),
-            other => summarize(other),
-        };
-        caller.trace.log(&caller.name, format!("PUT {queue} {policy} -> {summary}"));
+        let reply = Heard::of(&reply, |status, body| HttpStatus { status, body_status: body["status"].clone() });
+        caller.trace.log(&caller.name, TraceEvent::OwnerWrite { queue: queue.to_string(), policy, reply });
     }
     Ok(())
 }
@@ -417,13 +353,12 @@ pub(crate) async fn producer(
             {
                 fleet_ids.push(id);
             }
-            let summary = match &reply {
-                Reply::Http(status, body) => {
-                    format!("http {status} deduped={} {}", body["deduped"], body["todo"]["title"])
-                }
-                other => summarize(other),
-            };
-            caller.trace.log(&caller.name, format!("push {title} to {queue} -> {summary}"));
+            let reply = Heard::of(&reply, |status, body| Created {
+                status,
+                deduped: body["deduped"].clone(),
+                title: body["todo"]["title"].clone(),
+            });
+            caller.trace.log(&caller.name, TraceEvent::TodoPushed { title, queue: queue.to_string(), reply });
         }
         if !redeliver.is_empty() && rng.chance(250) {
             let (delivery, body) = redeliver.remove(0);
@@ -457,15 +392,10 @@ async fn send_delivery(caller: &Caller, rng: &mut Rng, principals: &Principals, 
             Duration::from_secs(3),
         )
         .await;
-    let summary = match &reply {
-        Reply::Http(status, answer) => {
-            format!(
-                "http {status} deduped={} todos={}",
-                answer["deduped"],
-                answer["todos"].as_array().map_or(0, Vec::len)
-            )
-        }
-        other => summarize(other),
-    };
-    caller.trace.log(&caller.name, format!("deliver {delivery} -> {summary}"));
+    let reply = Heard::of(&reply, |status, answer| Delivered {
+        status,
+        deduped: answer["deduped"].clone(),
+        todos: answer["todos"].as_array().map_or(0, Vec::len),
+    });
+    caller.trace.log(&caller.name, TraceEvent::Delivery { delivery: delivery.to_string(), reply });
 }

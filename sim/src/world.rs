@@ -18,114 +18,30 @@
 //! is what every client saw, line by line; its hash identifies the run.
 
 use crate::check;
+pub use crate::config::{COPY_QUEUE, Config, EPOCH_FALL_BACK, EPOCH_SPRING_FORWARD, QUEUES, epoch_for};
 pub use crate::coverage::Coverage;
 use crate::fault_driver::FaultDriver;
+pub use crate::fault_driver::{FaultCounts, FaultPlan, FaultSchedule, ScriptedFault};
 use crate::faults::{Event, FaultRates, Faulty};
 use crate::net;
 use crate::push_world::{self, AgentPush, Streams};
+pub use crate::sim_store::SimStore;
+use crate::trace::{self, Task, Trace, TraceEvent, TraceLine};
 use crate::workload::{Caller, FleetIds, Principals, WEBHOOK_SECRET, agent, owner, policy_choices, producer};
 use chrono::{DateTime, Duration as Span, Utc};
 use models::admission::Policy;
 use models::identity::QueueIdentity;
 use models::store::{ManualClock, NewEndpoint, PolicyActor, Store};
 
-use sha2::{Digest, Sha256};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Where simulated time starts, by seed parity: ten minutes before Los Angeles falls back (odd
-/// seeds; 01:30 happens twice) or springs forward (even seeds; 02:30 does not happen).
-pub const EPOCH_FALL_BACK: &str = "2026-11-01T08:50:00Z";
-pub const EPOCH_SPRING_FORWARD: &str = "2027-03-14T09:50:00Z";
-/// The team's queues: a window budget, an in-flight cap, both, and none.
-pub const QUEUES: [&str; 4] = ["metered", "capped", "both", "free"];
-/// The second owner's queue that the webhook also fans out to.
-pub const COPY_QUEUE: &str = "copy";
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// After the clients finish: faults healed, the replicas keep sweeping this long, longer than a
 /// hook call may take to settle (`check_push::HOOK_SETTLE_SECONDS`).
 const DRAIN: Duration = Duration::from_secs(120);
 /// How often the driver checks the invariants on what committed since the last check.
 const CHECK_EVERY_STEPS: u64 = 500;
-
-/// What the simulation needs from a store beyond `Store`: set-up of principals (no `Store`
-/// method creates humans or teams), damaging a policy row, and the store's own final checks.
-pub trait SimStore: Store {
-    /// Creates a human with an operator token whose SHA-256 hex is `token_hash`; its id.
-    fn add_human(&self, name: &str, token_hash: &str) -> String;
-    /// Creates a team owned by `owner_human_id`; (team id, slug).
-    fn add_team(&self, name: &str, owner_human_id: &str) -> (String, String);
-    /// Overwrites the stored zone of `identity`'s policy with one no zone database knows.
-    fn corrupt_policy_zone(&self, identity: &QueueIdentity);
-    /// The store's own end-of-run invariant checks (SQL for Postgres); violations.
-    fn final_check(&self) -> Vec<String>;
-    /// Every notify-hook call decided, in `hook_outbox` id order, with its fate.
-    fn hook_outbox(&self) -> Vec<models::model_store::OutboxEntry>;
-    /// The model's push journal (doorbells and the reopen watches it inserted); None for a store
-    /// that keeps no history of its watches.
-    fn push_journal(&self) -> Option<models::model_store::PushJournal>;
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    pub seed: u64,
-    pub replicas: usize,
-    pub agents: usize,
-    pub todos: usize,
-    /// Simulated seconds the agents keep draining after the producer starts.
-    pub duration_s: u64,
-    pub faults: bool,
-}
-
-impl Config {
-    pub fn quick(seed: u64, faults: bool) -> Config {
-        Config { seed, replicas: 2, agents: 3, todos: 50, duration_s: 240, faults }
-    }
-}
-
-/// Fault counts of one run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FaultCounts {
-    pub crashes: u64,
-    /// A replica cut off from the database for a while.
-    pub database_partitions: u64,
-    /// Requests and answers lost on those cut links.
-    pub link_losses: u64,
-    pub partitions: u64,
-    pub clock_jumps: u64,
-    pub corruptions: u64,
-    pub db_errors: u64,
-    pub lost_acks: u64,
-    pub delays: u64,
-    pub cancellations: u64,
-}
-
-impl FaultCounts {
-    pub fn add(&mut self, other: &FaultCounts) {
-        self.crashes += other.crashes;
-        self.database_partitions += other.database_partitions;
-        self.link_losses += other.link_losses;
-        self.partitions += other.partitions;
-        self.clock_jumps += other.clock_jumps;
-        self.corruptions += other.corruptions;
-        self.db_errors += other.db_errors;
-        self.lost_acks += other.lost_acks;
-        self.delays += other.delays;
-        self.cancellations += other.cancellations;
-    }
-
-    pub fn total(&self) -> u64 {
-        self.crashes
-            + self.partitions
-            + self.database_partitions
-            + self.link_losses
-            + self.clock_jumps
-            + self.corruptions
-            + self.db_errors
-            + self.lost_acks
-            + self.cancellations
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -137,37 +53,11 @@ pub struct Outcome {
     /// Claims that committed (from the ledger, whether or not the agent heard back).
     pub claims: u64,
     pub faults: FaultCounts,
-    pub trace: Vec<String>,
+    pub trace: Vec<TraceLine>,
     pub trace_hash: String,
+    /// What committed, in commit order (the judges' ground truth).
+    pub ledger: Vec<Event>,
     pub violations: Vec<String>,
-}
-
-/// The trace every host appends to, in simulated order.
-#[derive(Clone, Default)]
-pub struct Trace {
-    lines: Arc<Mutex<Vec<String>>>,
-    cancellations: Arc<Mutex<u64>>,
-}
-
-impl Trace {
-    pub fn log(&self, host: &str, line: String) {
-        let at_ms = turmoil::sim_elapsed().map(|d| d.as_millis()).unwrap_or(0);
-        self.lines.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{at_ms:>9} {host} {line}"));
-    }
-
-    pub(crate) fn cancelled(&self) {
-        *self.cancellations.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-    }
-
-    fn take(&self) -> (Vec<String>, u64) {
-        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        (lines, *self.cancellations.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-pub fn epoch_for(seed: u64) -> DateTime<Utc> {
-    let at = if seed % 2 == 1 { EPOCH_FALL_BACK } else { EPOCH_SPRING_FORWARD };
-    at.parse().unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
 }
 
 /// The index of the metered queue's first policy: the day that starts at the DST edge.
@@ -267,17 +157,17 @@ async fn replica<S: SimStore>(
         loop {
             tokio::time::sleep(SWEEP_EVERY).await;
             match sweeper.reap_lapsed_leases().await {
-                Ok(report) if report.returned_to_pending + report.dead_lettered > 0 => trace.log(
-                    &name,
-                    format!("reaper returned={} dead_lettered={}", report.returned_to_pending, report.dead_lettered),
-                ),
+                Ok(report) if report.returned_to_pending + report.dead_lettered > 0 => {
+                    let (returned, dead_lettered) = (report.returned_to_pending, report.dead_lettered);
+                    trace.log(&name, TraceEvent::Reaped { returned, dead_lettered })
+                }
                 Ok(_) => {}
-                Err(error) => trace.log(&name, format!("reaper failed: {}", error.code.as_str())),
+                Err(error) => trace.log(&name, TraceEvent::Failed { task: Task::Reaper, code: error.code }),
             }
             match sweeper.requeue_due_retries().await {
                 Ok(0) => {}
-                Ok(count) => trace.log(&name, format!("retry scheduler requeued={count}")),
-                Err(error) => trace.log(&name, format!("retry scheduler failed: {}", error.code.as_str())),
+                Ok(count) => trace.log(&name, TraceEvent::RetriesRequeued { count }),
+                Err(error) => trace.log(&name, TraceEvent::Failed { task: Task::RetryScheduler, code: error.code }),
             }
             push_world::replica_pass(&name, index, &sweeper, &streams, &trace).await;
         }
@@ -289,8 +179,16 @@ async fn replica<S: SimStore>(
     net::serve(server::app::router(state)).await
 }
 
-/// Runs one seed on `store` (fresh: nothing created yet) whose clock is `clock`.
+/// Runs one seed on `store` (fresh: nothing created yet) whose clock is `clock`, with random
+/// faults on the standard schedule when `config.faults` is set.
 pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome {
+    let plan = if config.faults { FaultPlan::random(FaultSchedule::default()) } else { FaultPlan::default() };
+    run_planned(store, clock, config, plan)
+}
+
+/// Runs one seed with the faults of `plan` (database errors, lost acknowledgements and client
+/// cancellations follow `config.faults` alone).
+pub fn run_planned<S: SimStore>(store: S, clock: ManualClock, config: Config, plan: FaultPlan) -> Outcome {
     let base = epoch_for(config.seed);
     clock.set(base);
     let store = Faulty::new(store, Arc::new(clock.clone()), config.seed);
@@ -298,102 +196,141 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
     if config.faults {
         store.arm(FaultRates::ALL);
     }
-    let trace = Trace::default();
+    let world = World { store, streams: Streams::default(), trace: Trace::default(), clock, base };
     let until = Duration::from_secs(config.duration_s);
     let mut sim = turmoil::Builder::new()
         .simulation_duration(until + Duration::from_secs(900))
-        // 10 ms steps: message latency is quantised to it; the fault chances below are per step.
+        // 10 ms steps: message latency is quantised to it; the fault chances are per step.
         .tick_duration(Duration::from_millis(10))
         .min_message_latency(Duration::from_millis(1))
         .max_message_latency(Duration::from_millis(25))
         .epoch(std::time::UNIX_EPOCH + Duration::from_secs(base.timestamp().max(0) as u64))
         .rng_seed(config.seed)
         .build();
-    let streams = Streams::default();
-    for index in 0..config.replicas {
-        let (name, store, trace, streams) = (format!("r{index}"), store.via(index), trace.clone(), streams.clone());
-        sim.host(name.clone(), move || replica((name.clone(), index), store.clone(), streams.clone(), trace.clone()));
-    }
-    let links: Vec<Faulty<S>> = (0..config.replicas).map(|index| store.via(index)).collect();
-    let push_of = |endpoint_id: &str| Some(AgentPush::new(links.clone(), streams.clone(), endpoint_id.to_string()));
-    let caller = |name: &str| Caller {
-        name: name.to_string(),
-        replicas: config.replicas,
-        trace: trace.clone(),
-        retry_server_errors: name == "producer",
-        cancels: config.faults,
-    };
-    let fleet_ids = FleetIds::default();
-    for index in 0..config.agents {
-        let (slug, key) = principals.agents[index % principals.agents.len()].clone();
-        let push = push_of(&principals.agent_ids[index % principals.agent_ids.len()]);
-        let seed = config.seed.wrapping_mul(31).wrapping_add(index as u64 + 1);
-        sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), (slug, key), seed, until, None, push));
-    }
-    let mirror = principals.mirror.clone();
-    let push = push_of(&principals.mirror_id);
-    sim.client("m0", agent(caller("m0"), mirror, config.seed ^ 0xA5A5, until, Some(fleet_ids.clone()), push));
-    sim.client("owner", owner(caller("owner"), principals.clone(), config.seed ^ 0x5A5A, until));
-    sim.client(
-        "producer",
-        producer(caller("producer"), principals.clone(), config.seed ^ 0x0F0F, config.todos, fleet_ids),
-    );
-
-    let mut driver = FaultDriver::new(&config, &store);
-    let mut steps = 0_u64;
+    world.add_hosts(&mut sim, &config, &principals);
+    let mut driver = FaultDriver::new(&config, &world.store, plan);
     // The invariants, checked while the run goes (every `CHECK_EVERY_STEPS`) and at the end.
     let mut judge = check::LedgerCheck::new(principals.tenancy.clone());
-    let mut first_violation_at: Option<Duration> = None;
-    // Set once the clients are done: the faults are healed and the run drains until then.
-    let mut drained_at: Option<Duration> = None;
-    loop {
-        clock.set(base + Span::from_std(sim.elapsed()).unwrap_or_default() + driver.offset());
-        if config.faults && drained_at.is_none() {
-            driver.step(&mut sim, &store, &streams, steps);
+    let driven = world.drive(&mut sim, &mut driver, &mut judge);
+    world.judge(config, driver, judge, driven)
+}
+
+/// The shared parts of one run: the store behind its fault wrapper, the streams the replicas
+/// hold, the trace, and the clock that follows simulated time from `base`.
+struct World<S: SimStore> {
+    store: Faulty<S>,
+    streams: Streams,
+    trace: Trace,
+    clock: ManualClock,
+    base: DateTime<Utc>,
+}
+
+/// How the step loop ended.
+struct Driven {
+    steps: u64,
+    first_violation_at: Option<Duration>,
+    /// turmoil's error, if the simulation failed.
+    error: Option<String>,
+}
+
+impl<S: SimStore> World<S> {
+    /// The replicas and the clients: agents, the other owner's agent, the owner, the producer.
+    fn add_hosts(&self, sim: &mut turmoil::Sim<'_>, config: &Config, principals: &Principals) {
+        let until = Duration::from_secs(config.duration_s);
+        for index in 0..config.replicas {
+            let (name, store, trace) = (format!("r{index}"), self.store.via(index), self.trace.clone());
+            let streams = self.streams.clone();
+            sim.host(name.clone(), move || {
+                replica((name.clone(), index), store.clone(), streams.clone(), trace.clone())
+            });
         }
-        steps += 1;
-        if steps.is_multiple_of(CHECK_EVERY_STEPS) {
-            judge.feed(&store.ledger());
-            if first_violation_at.is_none() && judge.has_violations() {
-                first_violation_at = Some(sim.elapsed());
-            }
+        let links: Vec<Faulty<S>> = (0..config.replicas).map(|index| self.store.via(index)).collect();
+        let push_of =
+            |endpoint_id: &str| Some(AgentPush::new(links.clone(), self.streams.clone(), endpoint_id.to_string()));
+        let caller = |name: &str| Caller {
+            name: name.to_string(),
+            replicas: config.replicas,
+            trace: self.trace.clone(),
+            retry_server_errors: name == "producer",
+            cancels: config.faults,
+        };
+        let fleet_ids = FleetIds::default();
+        for index in 0..config.agents {
+            let (slug, key) = principals.agents[index % principals.agents.len()].clone();
+            let push = push_of(&principals.agent_ids[index % principals.agent_ids.len()]);
+            let seed = config.seed.wrapping_mul(31).wrapping_add(index as u64 + 1);
+            sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), (slug, key), seed, until, None, push));
         }
-        match sim.step() {
-            Ok(true) if drained_at.is_none() => {
-                driver.heal(&mut sim, &store, &streams);
-                drained_at = Some(sim.elapsed() + DRAIN);
+        let mirror = principals.mirror.clone();
+        let push = push_of(&principals.mirror_id);
+        sim.client("m0", agent(caller("m0"), mirror, config.seed ^ 0xA5A5, until, Some(fleet_ids.clone()), push));
+        sim.client("owner", owner(caller("owner"), principals.clone(), config.seed ^ 0x5A5A, until));
+        let producer = producer(caller("producer"), principals.clone(), config.seed ^ 0x0F0F, config.todos, fleet_ids);
+        sim.client("producer", producer);
+    }
+
+    /// Steps the simulation until the clients are done and the run has drained, injecting the
+    /// faults and feeding the judge as it goes.
+    fn drive(&self, sim: &mut turmoil::Sim<'_>, driver: &mut FaultDriver, judge: &mut check::LedgerCheck) -> Driven {
+        let mut driven = Driven { steps: 0, first_violation_at: None, error: None };
+        // Set once the clients are done: the faults are healed and the run drains until then.
+        let mut drained_at: Option<Duration> = None;
+        loop {
+            self.clock.set(self.base + Span::from_std(sim.elapsed()).unwrap_or_default() + driver.offset());
+            if drained_at.is_none() {
+                driver.step(sim, &self.store, &self.streams, driven.steps);
             }
-            Ok(true) if drained_at.is_some_and(|at| sim.elapsed() >= at) => break,
-            Ok(_) => {}
-            Err(error) => {
-                let (trace_lines, _) = trace.take();
-                let faults = driver.counts();
-                return finish(config, &store, steps, faults, trace_lines, vec![format!("simulation error: {error}")]);
+            driven.steps += 1;
+            if driven.steps.is_multiple_of(CHECK_EVERY_STEPS) {
+                judge.feed(&self.store.ledger());
+                if driven.first_violation_at.is_none() && judge.has_violations() {
+                    driven.first_violation_at = Some(sim.elapsed());
+                }
+            }
+            match sim.step() {
+                Ok(true) if drained_at.is_none() => {
+                    driver.heal(sim, &self.store, &self.streams);
+                    drained_at = Some(sim.elapsed() + DRAIN);
+                }
+                Ok(true) if drained_at.is_some_and(|at| sim.elapsed() >= at) => return driven,
+                Ok(_) => {}
+                Err(error) => {
+                    driven.error = Some(format!("simulation error: {error}"));
+                    return driven;
+                }
             }
         }
     }
-    let mut faults = driver.counts();
-    store.arm(FaultRates::NONE);
-    let (trace_lines, cancellations) = trace.take();
-    faults.cancellations = cancellations;
-    let injected = store.injected();
-    faults.db_errors = injected.errors;
-    faults.lost_acks = injected.lost_acks;
-    faults.link_losses = injected.link_losses;
-    faults.delays = injected.delays;
-    let mut violations = judge.finish(&store, &principals_identities(&store));
-    if let Some(at) = first_violation_at {
-        violations
-            .push(format!("(the first violation was seen {:.1} simulated seconds into the run)", at.as_secs_f64()));
+
+    /// The run's outcome: the faults injected, the trace, and every invariant judged.
+    fn judge(self, config: Config, driver: FaultDriver, judge: check::LedgerCheck, driven: Driven) -> Outcome {
+        let mut faults = driver.counts();
+        if let Some(error) = driven.error {
+            let (trace_lines, _) = self.trace.take();
+            return finish(config, &self.store, driven.steps, faults, trace_lines, vec![error]);
+        }
+        self.store.arm(FaultRates::NONE);
+        let (trace_lines, cancellations) = self.trace.take();
+        faults.cancellations = cancellations;
+        let injected = self.store.injected();
+        faults.db_errors = injected.errors;
+        faults.lost_acks = injected.lost_acks;
+        faults.link_losses = injected.link_losses;
+        faults.delays = injected.delays;
+        let mut violations = judge.finish(&self.store, &principals_identities(&self.store));
+        if let Some(at) = driven.first_violation_at {
+            violations
+                .push(format!("(the first violation was seen {:.1} simulated seconds into the run)", at.as_secs_f64()));
+        }
+        violations.extend(
+            trace_lines
+                .iter()
+                .filter(|line| line.event.owner_write_status().is_some_and(|status| (400..500).contains(&status)))
+                .map(|line| format!("the owner's valid policy was refused: {line}")),
+        );
+        violations.extend(self.store.inner().final_check());
+        finish(config, &self.store, driven.steps, faults, trace_lines, violations)
     }
-    violations.extend(
-        trace_lines
-            .iter()
-            .filter(|line| line.contains(" owner PUT ") && line.contains("-> http 4"))
-            .map(|line| format!("the owner's valid policy was refused: {line}")),
-    );
-    violations.extend(store.inner().final_check());
-    finish(config, &store, steps, faults, trace_lines, violations)
 }
 
 /// Every queue identity the run created todos in or set a policy on.
@@ -418,18 +355,13 @@ fn finish<S: SimStore>(
     store: &Faulty<S>,
     steps: u64,
     faults: FaultCounts,
-    trace: Vec<String>,
+    trace: Vec<TraceLine>,
     violations: Vec<String>,
 ) -> Outcome {
-    let mut hasher = Sha256::new();
-    for line in &trace {
-        hasher.update(line.as_bytes());
-        hasher.update(b"\n");
-    }
-    let digest = hasher.finalize();
-    let trace_hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    let claims = store.ledger().iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
+    let trace_hash = trace::hash(&trace);
+    let ledger = store.ledger();
+    let claims = ledger.iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
     let ops = trace.len() as u64;
-    let coverage = Coverage::measure(&trace, &store.ledger(), &store.inner().hook_outbox());
-    Outcome { coverage, seed: config.seed, steps, ops, claims, faults, trace, trace_hash, violations }
+    let coverage = Coverage::measure(&trace, &ledger, &store.inner().hook_outbox());
+    Outcome { coverage, seed: config.seed, steps, ops, claims, faults, trace, trace_hash, ledger, violations }
 }
