@@ -10,7 +10,6 @@
 //!
 //! Governing: SPEC-0024 (notify hooks), ADR-0029; SPEC-0030 REQ-8 (no call while deferred).
 
-use super::push::Target;
 use super::{ModelStore, State, database_error};
 use crate::error::{Code, Error, Result};
 use crate::mutants;
@@ -19,6 +18,15 @@ use crate::push::{self, HookCall, HookOutcome, NotifyHook};
 use crate::todo::Todo;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
+
+/// An endpoint that may be rung for a queue identity: `push.rs` picks the targets of a ring,
+/// and this file calls the hooks of those without an open stream. Here rather than in `push.rs`
+/// so that the push decisions depend on the hook rows and never the other way round.
+pub(super) struct Target {
+    pub(super) id: String,
+    pub(super) slug: String,
+    pub(super) presence: Presence,
+}
 
 /// The `url` column's CHECK.
 const HOOK_URL_BYTES_MAX: usize = 2048;

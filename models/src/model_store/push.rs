@@ -15,6 +15,7 @@
 //! Governing: SPEC-0030 REQ-8; base system doorbells (SPEC-0011), presence (SPEC-0022).
 
 use super::admission::Pending;
+use super::hooks::Target;
 use super::journal::{LoggedRing, WatchRecord};
 use super::{EndpointRow, ModelStore, State};
 use crate::error::{Error, Result};
@@ -119,13 +120,6 @@ impl PushTables {
         let columns = self.presence.get(endpoint_id).cloned().unwrap_or_default();
         push::presence_from_columns(columns.shift.as_deref(), columns.override_.as_ref(), now)
     }
-}
-
-/// An endpoint that may be rung for a queue identity.
-pub(super) struct Target {
-    pub(super) id: String,
-    pub(super) slug: String,
-    pub(super) presence: Presence,
 }
 
 impl ModelStore {
