@@ -221,14 +221,32 @@ async fn run(command: Command) -> Result<(), String> {
             .await
         }
         Command::Migrate(database) => with_database(database, |_| async { Ok(json!({"migrated": true})) }).await,
-        Command::Admin { command: AdminCommand::Human { command: HumanCommand::Add { name, admin, database } } } => {
+        Command::Admin { command: AdminCommand::Human { command } } => run_human(command).await,
+        Command::Admin { command: AdminCommand::Team { command } } => run_team(command).await,
+        Command::Admin { command: AdminCommand::LoginLink { name, base_url, database } } => {
+            with_database_text(database, |store| async move {
+                let token = server::board::sessions::mint_login_link(store.pool(), &name)
+                    .await
+                    .map_err(|e| e.message)?
+                    .ok_or_else(|| format!("not found: human {name}"))?;
+                Ok(format!("{}/login/{token}", base_url.trim_end_matches('/')))
+            })
+            .await
+        }
+    }
+}
+
+/// `switchboard admin human add|remove`.
+async fn run_human(command: HumanCommand) -> Result<(), String> {
+    match command {
+        HumanCommand::Add { name, admin, database } => {
             with_database(database, |store| async move {
                 let (human, token) = store.bootstrap_human(&name, admin).await.map_err(|e| e.to_string())?;
                 Ok(json!({ "human_id": human.id, "name": human.name, "admin": human.instance_admin, "token": token }))
             })
             .await
         }
-        Command::Admin { command: AdminCommand::Human { command: HumanCommand::Remove { name, database } } } => {
+        HumanCommand::Remove { name, database } => {
             with_database(database, |store| async move {
                 let removed = store.remove_human(&name).await.map_err(|e| e.to_string())?;
                 Ok(json!({
@@ -245,12 +263,28 @@ async fn run(command: Command) -> Result<(), String> {
             })
             .await
         }
-        Command::Admin {
-            command:
-                AdminCommand::Team {
-                    command: TeamCommand::Member { command: MemberCommand::Remove { team, human, database } },
-                },
-        } => {
+    }
+}
+
+/// `switchboard admin team add` and `admin team member add|remove`.
+async fn run_team(command: TeamCommand) -> Result<(), String> {
+    match command {
+        TeamCommand::Add { name, owner, database } => {
+            with_database(database, |store| async move {
+                let team = store.bootstrap_team(&name, &owner).await.map_err(|e| e.to_string())?;
+                Ok(json!({ "team_id": team.id, "slug": team.slug, "name": team.name }))
+            })
+            .await
+        }
+        TeamCommand::Member { command: MemberCommand::Add { team, human, role, database } } => {
+            with_database(database, |store| async move {
+                let role = TeamRole::parse("role", &role).map_err(|e| e.to_string())?;
+                let (team, human) = store.bootstrap_member(&team, &human, role).await.map_err(|e| e.to_string())?;
+                Ok(json!({ "team_id": team.id, "human_id": human.id, "role": role.as_str() }))
+            })
+            .await
+        }
+        TeamCommand::Member { command: MemberCommand::Remove { team, human, database } } => {
             with_database(database, |store| async move {
                 let removed = store.remove_member(&team, &human).await.map_err(|e| e.to_string())?;
                 Ok(json!({
@@ -261,36 +295,6 @@ async fn run(command: Command) -> Result<(), String> {
                     "leases_released": removed.leases_released,
                     "released_todo_ids": removed.released_todo_ids,
                 }))
-            })
-            .await
-        }
-        Command::Admin { command: AdminCommand::Team { command: TeamCommand::Add { name, owner, database } } } => {
-            with_database(database, |store| async move {
-                let team = store.bootstrap_team(&name, &owner).await.map_err(|e| e.to_string())?;
-                Ok(json!({ "team_id": team.id, "slug": team.slug, "name": team.name }))
-            })
-            .await
-        }
-        Command::Admin { command: AdminCommand::LoginLink { name, base_url, database } } => {
-            with_database_text(database, |store| async move {
-                let token = server::board::sessions::mint_login_link(store.pool(), &name)
-                    .await
-                    .map_err(|e| e.message)?
-                    .ok_or_else(|| format!("not found: human {name}"))?;
-                Ok(format!("{}/login/{token}", base_url.trim_end_matches('/')))
-            })
-            .await
-        }
-        Command::Admin {
-            command:
-                AdminCommand::Team {
-                    command: TeamCommand::Member { command: MemberCommand::Add { team, human, role, database } },
-                },
-        } => {
-            with_database(database, |store| async move {
-                let role = TeamRole::parse("role", &role).map_err(|e| e.to_string())?;
-                let (team, human) = store.bootstrap_member(&team, &human, role).await.map_err(|e| e.to_string())?;
-                Ok(json!({ "team_id": team.id, "human_id": human.id, "role": role.as_str() }))
             })
             .await
         }
