@@ -175,14 +175,17 @@ async fn cli_webhook_list_rotate_and_delete_act_on_the_owners_webhook_only() {
     let line = stdout.lines().find(|l| l.starts_with("secret: ")).unwrap_or_else(|| panic!("no secret in {stdout}"));
     let fresh = Hook { path: hook.path.clone(), secret: line.trim_start_matches("secret: ").to_string() };
     assert!(fresh.secret.starts_with("whsec_") && fresh.secret != hook.secret, "{stdout}");
-    assert_eq!(world.deliver(&hook, "msg_2", r#"{"title": "old secret"}"#).await.status, 401);
+    // Issue #14: the old secret keeps verifying for the grace, and the CLI says until when.
+    assert!(stdout.contains("deliveries signed with the old one are accepted until 20"), "{stdout}");
+    assert_eq!(world.deliver(&hook, "msg_2", r#"{"title": "old secret"}"#).await.status, 202);
     assert_eq!(world.deliver(&fresh, "msg_3", r#"{"title": "new secret"}"#).await.status, 202);
 
     let stdout = cli_ok(&world, &alice, &["webhook", "delete", &id]);
     assert_eq!(stdout.trim(), format!("deleted webhook {id}"));
     assert_eq!(world.deliver(&fresh, "msg_4", r#"{"title": "after delete"}"#).await.status, 404);
+    assert_eq!(world.deliver(&hook, "msg_5", r#"{"title": "old secret after delete"}"#).await.status, 404);
     assert_eq!(cli_json(&world, &alice, &["webhook", "list", "--json"]), json!({"webhooks": []}));
     cli_refused(&world, &alice, &["webhook", "delete", &id], "not_found");
     // The todos it delivered stay: one per target for each accepted delivery.
-    assert_eq!(world.pending(&alice, &ep.scope, "inbox").await.len(), 2);
+    assert_eq!(world.pending(&alice, &ep.scope, "inbox").await.len(), 3);
 }

@@ -275,8 +275,14 @@ async fn webhooks_are_listed_without_secrets_rotated_and_deleted_by_their_owner_
     assert_eq!(rotated.status, 200, "{}", rotated.text);
     let secret = rotated.body["secret"].as_str().expect("secret").to_string();
     assert!(secret.starts_with("whsec_") && secret != hook.secret, "{secret}");
+    // Issue #14: the old secret keeps verifying for the grace (a day), so a provider not yet
+    // switched loses nothing; the answer says until when.
+    let grace_end = rotated.body["previous_secret_expires_at"].as_str().unwrap_or_else(|| panic!("{}", rotated.text));
+    let grace_end = chrono::DateTime::parse_from_rfc3339(grace_end).expect("RFC 3339").to_utc();
+    let grace_left = grace_end - chrono::Utc::now();
+    assert!(grace_left > chrono::Duration::hours(23) && grace_left <= chrono::Duration::hours(24), "{}", rotated.text);
     let stale = world.deliver(&hook, "msg_2", r#"{"title": "old secret"}"#).await;
-    assert_eq!(stale.status, 401, "{}", stale.text);
+    assert_eq!(stale.status, 202, "the old secret is accepted within the grace: {}", stale.text);
     let fresh = Hook { path: hook.path.clone(), secret };
     let delivered = world.deliver(&fresh, "msg_3", r#"{"title": "new secret"}"#).await;
     assert_eq!(delivered.status, 202, "{}", delivered.text);
@@ -287,8 +293,10 @@ async fn webhooks_are_listed_without_secrets_rotated_and_deleted_by_their_owner_
     assert_eq!(gone.status, 404, "{}", gone.text);
     let (_, after) = world.client.get("/api/v1/webhooks", &alice).await;
     assert_eq!(after["webhooks"].as_array().map(Vec::len), Some(0), "{after}");
+    let old_gone = world.deliver(&hook, "msg_5", r#"{"title": "old secret after delete"}"#).await;
+    assert_eq!(old_gone.status, 404, "deleting ends the previous secret too: {}", old_gone.text);
     // The todos it delivered stay.
-    assert_eq!(world.pending(&alice, &ep.scope, "inbox").await.len(), 2);
+    assert_eq!(world.pending(&alice, &ep.scope, "inbox").await.len(), 3);
 }
 
 /// Delivers `body` to the webhook at `ingest_path` signed with `secret`; (status, answer).

@@ -116,7 +116,37 @@ pub struct Claimed {
 pub struct WebhookRoute {
     pub name: String,
     pub secret: String,
+    /// The secret the last rotation replaced, only while its grace runs (issue #14): a delivery
+    /// the current secret does not verify is tried with it.
+    pub previous_secret: Option<PreviousSecret>,
     pub targets: Vec<QueueIdentity>,
+}
+
+/// A replaced webhook secret that still verifies deliveries until `expires_at` (issue #14).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreviousSecret {
+    pub secret: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl PreviousSecret {
+    /// When a secret replaced at `rotated_at` stops verifying.
+    pub fn grace_end(rotated_at: DateTime<Utc>) -> DateTime<Utc> {
+        rotated_at + chrono::Duration::seconds(crate::limits::WEBHOOK_SECRET_GRACE_SECONDS)
+    }
+
+    /// The stored previous secret as ingest may use it at `now`: offered strictly before its
+    /// expiry, never from the expiry on. Both stores apply this one rule to what they hold.
+    pub fn offered_at(
+        secret: Option<String>,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Option<PreviousSecret> {
+        match (secret, expires_at) {
+            (Some(secret), Some(expires_at)) if now < expires_at => Some(PreviousSecret { secret, expires_at }),
+            _ => None,
+        }
+    }
 }
 
 /// A webhook as its owner lists it: never the secret.

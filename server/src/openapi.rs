@@ -188,7 +188,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "post",
         path: "/api/v1/webhooks/{id}/rotate",
-        summary: "Issue a new signing secret; deliveries signed with the old one are refused",
+        summary: "Issue a new signing secret; the old one still verifies for 24 h (previous_secret_expires_at)",
         body: None,
         responses: &[(200, "new secret (shown once)", "WebhookSecret"), (404, "not the caller's webhook", "Error")],
     },
@@ -427,7 +427,11 @@ fn schemas() -> Value {
         "TokenList": list("tokens", &token_row),
         "EndpointToken": { "type": "object", "properties": { "token": { "type": "string" } } },
         "WebhookList": list("webhooks", &webhook_summary),
-        "WebhookSecret": { "type": "object", "properties": { "secret": { "type": "string" } } },
+        "WebhookSecret": { "type": "object", "properties": {
+            "secret": { "type": "string" },
+            "previous_secret_expires_at": { "type": ["string", "null"], "format": "date-time",
+                "description": "until when deliveries signed with the replaced secret still verify" }
+        } },
     });
     if let (Some(all), Value::Object(more)) = (schemas.as_object_mut(), credentials) {
         all.extend(more);

@@ -66,8 +66,9 @@ pub async fn delete<S: Store>(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// `POST /api/v1/webhooks/{id}/rotate`: a new signing secret `{secret}`, shown once; deliveries
-/// signed with the old one are refused from then on.
+/// `POST /api/v1/webhooks/{id}/rotate`: a new signing secret, shown once, as `{secret,
+/// previous_secret_expires_at}`. Deliveries signed with the old one are still accepted until
+/// then (`WEBHOOK_SECRET_GRACE_SECONDS`, issue #14), so a provider not yet switched loses none.
 pub async fn rotate<S: Store>(
     State(state): State<AppState<S>>,
     Human(human): Human,
@@ -76,7 +77,18 @@ pub async fn rotate<S: Store>(
     let secret = new_secret();
     state.store.rotate_webhook_secret(&human.human.id, &id, &secret).await?;
     tracing::info!(webhook = %id, human = %human.human.id, "webhook secret rotated");
-    Ok(axum::Json(json!({ "secret": secret })).into_response())
+    // The grace's end as the store recorded it (on its clock), read back because the rotation
+    // does not answer it. The rotation has committed, so a failed read must not hide the new
+    // secret, which is shown only here: the field is null then.
+    let expires_at = match state.store.webhook_for_ingest_unscoped(&id).await {
+        Ok(route) => route.and_then(|route| route.previous_secret).map(|previous| previous.expires_at),
+        Err(error) => {
+            tracing::warn!(webhook = %id, %error, "rotated, but the grace's end could not be read back");
+            None
+        }
+    };
+    let expires_at = expires_at.map(crate::wire::rfc3339);
+    Ok(axum::Json(json!({ "secret": secret, "previous_secret_expires_at": expires_at })).into_response())
 }
 
 /// `POST /api/v1/webhooks {name, targets: [{scope, queue}]}` → `201 {id, ingest_url, secret}`.
@@ -168,8 +180,14 @@ pub async fn ingest<S: Store>(
         return Err(refuse());
     }
     if let Err(problem) = verifier.verify(&body, &headers) {
-        tracing::info!(webhook = %webhook_id, %problem, "webhook delivery refused");
-        return Err(refuse());
+        // Issue #14: a provider not yet switched after a rotation still signs with the replaced
+        // secret, which the store offers only while its grace runs.
+        let previous = route.previous_secret.as_ref().and_then(|p| standardwebhooks::Webhook::new(&p.secret).ok());
+        if previous.is_none_or(|previous| previous.verify(&body, &headers).is_err()) {
+            tracing::info!(webhook = %webhook_id, %problem, "webhook delivery refused");
+            return Err(refuse());
+        }
+        tracing::info!(webhook = %webhook_id, "webhook delivery verified with the previous secret, in its grace");
     }
     // Every queue it fanned out to is gone (their endpoints were deleted) or no longer managed by
     // the webhook's owner (the store leaves those out): refuse, recording nothing, so the provider

@@ -3,9 +3,11 @@
 //! A redelivery (same delivery id) creates nothing and charges nothing (SPEC-0030 REQ-3).
 
 use super::{PgStore, db_error, finish, touched};
+use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
-use models::store::{Ingested, WebhookRoute, WebhookSummary};
+use models::limits::WEBHOOK_SECRET_GRACE_SECONDS;
+use models::store::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary};
 use models::todo::NewTodo;
 
 impl PgStore {
@@ -72,32 +74,47 @@ impl PgStore {
             .and_then(touched)
     }
 
+    /// Issue #14: the replaced secret keeps verifying until `$now` + the grace, and takes the
+    /// place of any earlier previous secret (the right-hand sides read the row before the update).
     pub(crate) async fn rotate_webhook_secret_tx(&self, owner: &str, webhook_id: &str, secret: &str) -> Result<()> {
-        sqlx::query("UPDATE webhooks SET secret = $3 WHERE id = $1 AND owner_human_id = $2")
-            .bind(webhook_id)
-            .bind(owner)
-            .bind(secret)
-            .execute(&self.pool)
-            .await
-            .map_err(db_error)
-            .and_then(touched)
+        sqlx::query(
+            "UPDATE webhooks SET secret = $3, previous_secret = secret, previous_secret_expires_at = \
+             coalesce($4::timestamptz, clock_timestamp()) + make_interval(secs => $5::bigint) \
+             WHERE id = $1 AND owner_human_id = $2",
+        )
+        .bind(webhook_id)
+        .bind(owner)
+        .bind(secret)
+        .bind(self.now_param())
+        .bind(WEBHOOK_SECRET_GRACE_SECONDS)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)
+        .and_then(touched)
     }
 
     pub(crate) async fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
         let row: Option<RouteRow> = sqlx::query_as(composed_sql!(
-            "SELECT w.name, w.secret, w.owner_human_id, {TARGET_COLUMNS} FROM webhooks w WHERE w.id = $1"
+            "SELECT w.name, w.secret, w.previous_secret, w.previous_secret_expires_at, \
+             coalesce($2::timestamptz, clock_timestamp()) AS now, w.owner_human_id, {TARGET_COLUMNS} \
+             FROM webhooks w WHERE w.id = $1"
         ))
         .bind(webhook_id)
+        .bind(self.now_param())
         .fetch_optional(&self.pool)
         .await
         .map_err(db_error)?;
-        let Some(RouteRow { name, secret, owner_human_id: owner, targets }) = row else { return Ok(None) };
+        let Some(row) = row else { return Ok(None) };
+        let RouteRow { name, secret, previous_secret, previous_secret_expires_at, now, owner_human_id: owner, targets } =
+            row;
+        // Issue #14: the replaced secret only while its grace runs, on the database's clock.
+        let previous_secret = PreviousSecret::offered_at(previous_secret, previous_secret_expires_at, now);
         // The owner's reach is read live: a target they no longer manage (they left the team,
         // lost its admin role) receives nothing from their webhook.
         let manages = self.human_scope(&owner).await?.map(|scope| scope.manages);
         let mut targets = targets.into_identities();
         targets.retain(|target| manages.as_ref().is_some_and(|reach| reach.contains(target)));
-        Ok(Some(WebhookRoute { name, secret, targets }))
+        Ok(Some(WebhookRoute { name, secret, previous_secret, targets }))
     }
 
     pub(crate) async fn ingest_tx(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
@@ -222,6 +239,10 @@ struct WebhookRow {
 struct RouteRow {
     name: String,
     secret: String,
+    previous_secret: Option<String>,
+    previous_secret_expires_at: Option<DateTime<Utc>>,
+    /// The instant the grace is judged at: `$now`, or the database's clock.
+    now: DateTime<Utc>,
     owner_human_id: String,
     #[sqlx(flatten)]
     targets: TargetsRow,

@@ -191,6 +191,9 @@ struct WebhookRow {
     name: String,
     owner_human_id: String,
     secret: String,
+    /// The secret the last rotation replaced and when it stops verifying (issue #14).
+    previous_secret: Option<String>,
+    previous_secret_expires_at: Option<DateTime<Utc>>,
     /// In insertion order (`ORDER BY ctid`).
     targets: Vec<QueueIdentity>,
 }

@@ -8,7 +8,7 @@
 use super::{ModelStore, WebhookRow, database_error, queue_name_ok};
 use crate::error::{Code, Error, Result};
 use crate::identity::QueueIdentity;
-use crate::store::{Ingested, WebhookRoute, WebhookSummary};
+use crate::store::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary};
 use crate::todo::{Created, NewTodo};
 
 impl ModelStore {
@@ -31,6 +31,8 @@ impl ModelStore {
             name: name.to_string(),
             owner_human_id: owner.to_string(),
             secret: secret.to_string(),
+            previous_secret: None,
+            previous_secret_expires_at: None,
             targets: targets.to_vec(),
         });
         Ok(id)
@@ -59,27 +61,34 @@ impl ModelStore {
         Ok(())
     }
 
-    /// Replaces one of the human's webhooks' signing secret.
+    /// Replaces one of the human's webhooks' signing secret; the replaced one verifies for the
+    /// grace (issue #14) and takes the place of any earlier previous secret.
     pub(super) fn rotate_webhook_secret_tx(&self, owner: &str, webhook_id: &str, secret: &str) -> Result<()> {
         let mut state = self.lock();
+        let now = self.clock.now();
         let webhook = state
             .webhooks
             .iter_mut()
             .find(|w| w.id == webhook_id && w.owner_human_id == owner)
             .ok_or_else(Error::not_found)?;
-        webhook.secret = secret.to_string();
+        webhook.previous_secret = Some(std::mem::replace(&mut webhook.secret, secret.to_string()));
+        webhook.previous_secret_expires_at = Some(PreviousSecret::grace_end(now));
         Ok(())
     }
 
     /// What verifying and routing a delivery needs (system read; REQ-2: one copy per identity).
     pub(super) fn webhook_for_ingest_tx(&self, webhook_id: &str) -> Option<WebhookRoute> {
         let state = self.lock();
+        let now = self.clock.now();
         let webhook = state.webhooks.iter().find(|w| w.id == webhook_id)?;
         // The owner's reach, read live: a target they no longer manage receives nothing.
         let manages = super::principals::scope_of(&state, &webhook.owner_human_id).map(|scope| scope.manages);
         let mut targets = webhook.targets.clone();
         targets.retain(|target| manages.as_ref().is_some_and(|reach| reach.contains(target)));
-        Some(WebhookRoute { name: webhook.name.clone(), secret: webhook.secret.clone(), targets })
+        // Issue #14: the replaced secret only while its grace runs, on the store's clock.
+        let previous_secret =
+            PreviousSecret::offered_at(webhook.previous_secret.clone(), webhook.previous_secret_expires_at, now);
+        Some(WebhookRoute { name: webhook.name.clone(), secret: webhook.secret.clone(), previous_secret, targets })
     }
 
     /// REQ-3: one delivery, one transaction. A delivery id seen before answers the todos it
@@ -135,5 +144,64 @@ impl ModelStore {
             return Err(Error::internal("a delivery created no todo"));
         }
         Ok(Ingested { todo_ids, deduped: false })
+    }
+}
+
+#[cfg(test)]
+mod grace_tests {
+    use super::super::tests::{World, run};
+    use crate::limits::WEBHOOK_SECRET_GRACE_SECONDS;
+    use crate::store::{Clock, PreviousSecret, Store};
+    use chrono::Duration;
+
+    // Issue #14
+    #[test]
+    fn a_rotated_webhook_secret_is_offered_for_verification_until_its_grace_ends() {
+        let world = World::new(&["hooks"]);
+        let hook =
+            run(world.store.create_webhook(&world.human_id, "gh", "old", &[world.queue("hooks")])).expect("hook");
+        let route =
+            |store: &super::ModelStore| run(store.webhook_for_ingest_unscoped(&hook)).expect("read").expect("hook");
+        assert_eq!(route(&world.store).previous_secret, None, "a new webhook has no previous secret");
+
+        let rotated_at = world.clock.now();
+        run(world.store.rotate_webhook_secret(&world.human_id, &hook, "new")).expect("rotate");
+        let expires_at = rotated_at + Duration::seconds(WEBHOOK_SECRET_GRACE_SECONDS);
+        let offered = route(&world.store);
+        assert_eq!(offered.secret, "new");
+        assert_eq!(offered.previous_secret, Some(PreviousSecret { secret: "old".into(), expires_at }));
+
+        world.clock.advance(Duration::seconds(WEBHOOK_SECRET_GRACE_SECONDS - 1));
+        assert!(route(&world.store).previous_secret.is_some(), "one second before the end it still verifies");
+        world.clock.advance(Duration::seconds(1));
+        assert_eq!(route(&world.store).previous_secret, None, "from the grace's end the old secret is refused");
+        assert_eq!(route(&world.store).secret, "new");
+    }
+
+    // Issue #14
+    #[test]
+    fn rotating_again_replaces_the_previous_secret_with_the_one_being_replaced() {
+        let world = World::new(&["hooks"]);
+        let hook =
+            run(world.store.create_webhook(&world.human_id, "gh", "first", &[world.queue("hooks")])).expect("hook");
+        run(world.store.rotate_webhook_secret(&world.human_id, &hook, "second")).expect("rotate");
+        world.clock.advance(Duration::hours(1));
+        run(world.store.rotate_webhook_secret(&world.human_id, &hook, "third")).expect("rotate again");
+        let route = run(world.store.webhook_for_ingest_unscoped(&hook)).expect("read").expect("hook");
+        assert_eq!(route.secret, "third");
+        let previous = route.previous_secret.expect("in grace");
+        assert_eq!(previous.secret, "second", "the first secret no longer verifies");
+        assert_eq!(previous.expires_at, PreviousSecret::grace_end(world.clock.now()), "the grace restarts");
+    }
+
+    // Issue #14
+    #[test]
+    fn deleting_a_webhook_ends_its_current_and_previous_secret() {
+        let world = World::new(&["hooks"]);
+        let hook =
+            run(world.store.create_webhook(&world.human_id, "gh", "old", &[world.queue("hooks")])).expect("hook");
+        run(world.store.rotate_webhook_secret(&world.human_id, &hook, "new")).expect("rotate");
+        run(world.store.delete_webhook(&world.human_id, &hook)).expect("delete");
+        assert_eq!(run(world.store.webhook_for_ingest_unscoped(&hook)).expect("read"), None);
     }
 }

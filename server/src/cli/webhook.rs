@@ -19,9 +19,9 @@ pub enum WebhookCommand {
     List,
     /// Give a webhook a new signing secret; prints it, this once only.
     #[command(long_about = "Give a webhook a new signing secret, printed this once only.\n\n\
-        Deliveries signed with the old secret are refused (401) from then on, so give the new one\n\
-        to the sender right away. Another human's webhook id is not_found, exactly like an\n\
-        unknown one.\n\n\
+        Deliveries signed with the old secret are still accepted for 24 hours (until the\n\
+        previous_secret_expires_at it prints), then refused (401): give the new one to the sender\n\
+        before then. Another human's webhook id is not_found, exactly like an unknown one.\n\n\
         Examples:\n  \
         switchboard webhook rotate wh_01J9Z8")]
     Rotate {
@@ -78,12 +78,14 @@ fn webhooks_text(webhooks: &[Value]) -> String {
     table.render()
 }
 
-/// `{secret}`: the new secret, then the warning that it is never shown again.
+/// `{secret, previous_secret_expires_at}`: the new secret, then the warning that it is never
+/// shown again and until when the old one still verifies.
 fn rotated_text(id: &str, answer: &Value) -> String {
     format!(
         "rotated the signing secret of webhook {id}\nsecret: {}\n\
-         The secret is shown this once only; deliveries signed with the old one are refused from now on.",
+         The secret is shown this once only; deliveries signed with the old one are accepted until {}.",
         text(answer.get("secret")),
+        text(answer.get("previous_secret_expires_at")),
     )
 }
 
