@@ -1,0 +1,4 @@
+#![no_main]
+//! libFuzzer entry for `fuzz::webhook`; the logic and its invariants live in the library.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz::webhook::run(data));
