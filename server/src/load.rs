@@ -63,7 +63,7 @@ pub struct LoadArgs {
     pub db_lock_timeout_seconds: u64,
     /// Budgeted claimers of one queue set that may hold a database connection at once on this
     /// replica; the rest wait without one (for at most the lock timeout).
-    #[arg(long, env = "SWITCHBOARD_CLAIMERS_PER_QUEUE_SET", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, env = "SWITCHBOARD_CLAIMERS_PER_QUEUE_SET", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub claimers_per_queue_set: u32,
 }
 
