@@ -97,8 +97,8 @@ enum AdminCommand {
     LoginLink {
         /// The human's name or id.
         name: String,
-        /// Base URL of the board the link points at.
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        /// Base URL of the board the link points at: the server's public URL when it has one.
+        #[arg(long, env = "SWITCHBOARD_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
         base_url: String,
         #[command(flatten)]
         database: DatabaseArgs,
