@@ -59,18 +59,14 @@ pub const ENDPOINTS_PER_OWNER_MAX: i64 = 100;
 /// Refuses another endpoint for an owner that already holds `owned` (revoked ones count: they
 /// keep their todos until deleted). Both stores call it under the owner's lock.
 pub fn check_endpoint_quota(owned: i64) -> crate::error::Result<()> {
-    if owned >= ENDPOINTS_PER_OWNER_MAX {
-        return Err(crate::error::Error::new(
-            crate::error::Code::Conflict,
-            format!(
-                "this owner already holds {owned} endpoints; the limit is {ENDPOINTS_PER_OWNER_MAX} \
-                 (endpoints_per_owner_max): delete one first"
-            ),
-        )
-        .with("limit", "endpoints_per_owner_max")
-        .with("max", ENDPOINTS_PER_OWNER_MAX));
-    }
-    Ok(())
+    check_quota(
+        owned,
+        ENDPOINTS_PER_OWNER_MAX,
+        "endpoints_per_owner_max",
+        "this owner already holds",
+        "endpoints",
+        "delete",
+    )
 }
 
 /// How many live (unrevoked, unexpired) operator tokens one human may hold (issue #14: "a stolen
@@ -81,16 +77,18 @@ pub const TOKENS_PER_HUMAN_MAX: i64 = 50;
 /// Refuses another token for a human who already holds `live` live ones. Both stores call it
 /// under the human's lock.
 pub fn check_token_quota(live: i64) -> crate::error::Result<()> {
-    if live >= TOKENS_PER_HUMAN_MAX {
+    check_quota(live, TOKENS_PER_HUMAN_MAX, "tokens_per_human_max", "you already hold", "live tokens", "revoke")
+}
+
+/// The one refusal of every count quota: `conflict`, naming the limit and its maximum.
+fn check_quota(held: i64, max: i64, limit: &str, holder: &str, things: &str, remedy: &str) -> crate::error::Result<()> {
+    if held >= max {
         return Err(crate::error::Error::new(
             crate::error::Code::Conflict,
-            format!(
-                "you already hold {live} live tokens; the limit is {TOKENS_PER_HUMAN_MAX} \
-                 (tokens_per_human_max): revoke one first"
-            ),
+            format!("{holder} {held} {things}; the limit is {max} ({limit}): {remedy} one first"),
         )
-        .with("limit", "tokens_per_human_max")
-        .with("max", TOKENS_PER_HUMAN_MAX));
+        .with("limit", limit)
+        .with("max", max));
     }
     Ok(())
 }

@@ -17,7 +17,7 @@
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, header};
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock as _, DefaultClock};
@@ -254,10 +254,9 @@ fn too_many(message: &str, retry_after_seconds: u64) -> Response {
     ApiError(Error::new(Code::RateLimited, message).with("retry_after_seconds", retry_after_seconds)).into_response()
 }
 
+/// 503 with `Retry-After: 1` (the error mapping in `wire.rs` adds the header).
 fn unavailable(message: &str) -> Response {
-    let mut response = ApiError(Error::new(Code::Unavailable, message)).into_response();
-    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
+    ApiError(Error::unavailable(message)).into_response()
 }
 
 #[cfg(test)]

@@ -22,7 +22,6 @@ use models::todo::{
 };
 use rand::RngCore;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 /// How far a delivery's `webhook-timestamp` may be from now (the Standard Webhooks tolerance).
 const TIMESTAMP_TOLERANCE_SECONDS: u64 = 5 * 60;
@@ -240,8 +239,8 @@ fn delivery_key(webhook_id: &str, delivery_id: &str) -> DeliveryKey {
     let stored_id = if fits {
         delivery_id.to_string()
     } else {
-        let digest = Sha256::digest(delivery_id.as_bytes());
-        format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        // The hex SHA-256 that credentials are stored under serves here too.
+        format!("sha256:{}", engine::pg_store::hash_token(delivery_id))
     };
     DeliveryKey { idempotency_key: key_of(&stored_id), stored_id }
 }

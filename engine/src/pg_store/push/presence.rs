@@ -3,7 +3,7 @@
 //! digest when work waits.
 
 use super::stored_override;
-use crate::pg_store::{PgStore, db_error};
+use crate::pg_store::{PgStore, db_error, touched};
 use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::presence::{self, Override, Presence, Shift};
@@ -66,13 +66,7 @@ impl PgStore {
     pub(crate) async fn presence_tx(&self, endpoint_id: &str) -> Result<PresenceView> {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         let now = self.push_now(&mut conn).await?;
-        let row: Option<PresenceRow> = sqlx::query_as(
-            "SELECT id, shift, presence_override, override_until, override_by, presence_seen FROM endpoints WHERE id = $1",
-        )
-        .bind(endpoint_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db_error)?;
+        let row = presence_row(&mut conn, endpoint_id).await?;
         let row = row.ok_or_else(Error::not_found)?;
         let shift = row.shift.as_deref().and_then(|text| Shift::parse(text).ok());
         let override_ = stored_override(row.presence_override.as_deref(), row.override_until)
@@ -88,34 +82,30 @@ impl PgStore {
         override_: Option<Override>,
         by: OverrideBy,
     ) -> Result<PresenceView> {
-        let changed = sqlx::query(
-            "UPDATE endpoints SET presence_override = $2, override_until = $3, override_by = $4 WHERE id = $1",
-        )
-        .bind(endpoint_id)
-        .bind(override_.as_ref().map(|o| o.presence.as_str()))
-        .bind(override_.as_ref().and_then(|o| o.until))
-        .bind(override_.as_ref().map(|_| by.as_str()))
-        .execute(&self.pool)
-        .await
-        .map_err(db_error)?
-        .rows_affected();
-        if changed == 0 {
-            return Err(Error::not_found());
-        }
+        touched(
+            sqlx::query(
+                "UPDATE endpoints SET presence_override = $2, override_until = $3, override_by = $4 WHERE id = $1",
+            )
+            .bind(endpoint_id)
+            .bind(override_.as_ref().map(|o| o.presence.as_str()))
+            .bind(override_.as_ref().and_then(|o| o.until))
+            .bind(override_.as_ref().map(|_| by.as_str()))
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?,
+        )?;
         self.presence_changed(endpoint_id).await
     }
 
     pub(crate) async fn set_shift_tx(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
-        let changed = sqlx::query("UPDATE endpoints SET shift = $2 WHERE id = $1")
-            .bind(endpoint_id)
-            .bind(shift.as_ref().map(|s| s.to_string()))
-            .execute(&self.pool)
-            .await
-            .map_err(db_error)?
-            .rows_affected();
-        if changed == 0 {
-            return Err(Error::not_found());
-        }
+        touched(
+            sqlx::query("UPDATE endpoints SET shift = $2 WHERE id = $1")
+                .bind(endpoint_id)
+                .bind(shift.as_ref().map(|s| s.to_string()))
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?,
+        )?;
         self.presence_changed(endpoint_id).await
     }
 
@@ -123,13 +113,7 @@ impl PgStore {
     async fn presence_changed(&self, endpoint_id: &str) -> Result<PresenceView> {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         let now = self.push_now(&mut conn).await?;
-        let row: Option<PresenceRow> = sqlx::query_as(
-            "SELECT id, shift, presence_override, override_until, override_by, presence_seen FROM endpoints WHERE id = $1",
-        )
-        .bind(endpoint_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db_error)?;
+        let row = presence_row(&mut conn, endpoint_id).await?;
         drop(conn);
         if let Some(row) = row {
             self.counted(self.presence_transition(&row, now).await?);
@@ -146,4 +130,15 @@ pub(crate) struct PresenceRow {
     override_until: Option<DateTime<Utc>>,
     override_by: Option<String>,
     presence_seen: String,
+}
+
+/// An endpoint's presence columns, as every presence read and transition takes them.
+async fn presence_row(conn: &mut sqlx::PgConnection, endpoint_id: &str) -> Result<Option<PresenceRow>> {
+    sqlx::query_as(
+        "SELECT id, shift, presence_override, override_until, override_by, presence_seen FROM endpoints WHERE id = $1",
+    )
+    .bind(endpoint_id)
+    .fetch_optional(conn)
+    .await
+    .map_err(db_error)
 }
