@@ -74,6 +74,8 @@ async fn req11_the_capacity_form_saves_without_javascript_and_headers_show_pendi
     // A value the store refuses is named next to its field, and the setting stays as it was.
     boss.goto(&world.url("/settings/capacity")).await;
     save_capacity(&boss, "-3").await;
+    // The refusal answers on the same path: wait for its page, not for the old one.
+    boss.wait_for_element("#max_pending_per_queue-error").await;
     let described = boss
         .execute(
             "const f = document.getElementById('max_pending_per_queue');\

@@ -193,6 +193,17 @@ impl Browser {
         }
     }
 
+    /// Waits (up to [`BROWSER_WAIT`]) until an element matching `css` is on the page: after a
+    /// form submission that lands on the same path, the new page is there only once it is.
+    pub async fn wait_for_element(&self, css: &str) {
+        self.client
+            .wait()
+            .at_most(BROWSER_WAIT)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element {css} within {BROWSER_WAIT:?}: {e}"));
+    }
+
     /// The visible text of the first element matching `css`.
     pub async fn text(&self, css: &str) -> String {
         let element = self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("find {css}: {e}"));
