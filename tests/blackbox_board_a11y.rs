@@ -179,7 +179,8 @@ async fn show_the_editor_with_a_field_error(browser: &Browser, world: &Fixture, 
             vec![],
         )
         .await;
-    browser.wait_for_path(budget_path).await;
+    // The refusal answers on the same path: wait for its page, not for the old one.
+    browser.wait_for_element("#tz-error").await;
     let error_shown = browser.execute("return document.body.innerText.includes('Mars/Olympus_Mons');", vec![]).await;
     assert_eq!(error_shown, json!(true), "the editor should echo the refused zone next to its field");
 }
