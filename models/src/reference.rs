@@ -92,6 +92,7 @@ impl Model {
             next_retry_at: None,
             created_by_kind: CreatedByKind::System,
             created_by_id: None,
+            payload_size_bytes: 0,
         });
         index
     }

@@ -112,9 +112,24 @@ pub struct Todo {
     pub next_retry_at: Option<DateTime<Utc>>,
     pub created_by_kind: CreatedByKind,
     pub created_by_id: Option<String>,
+    /// The payload's size as compact JSON text, in bytes (0 without a payload): what a listing
+    /// shows in place of the payload. PgStore computes it in SQL when the todo is stored.
+    pub payload_size_bytes: i64,
+}
+
+/// The size in bytes of `payload` written as compact JSON (no whitespace), 0 for none: the value
+/// the `todos.payload_bytes` column computes in SQL (migration 0014) from the stored document.
+pub fn payload_size_bytes(payload: Option<&Value>) -> i64 {
+    payload.map_or(0, |document| i64::try_from(document.to_string().len()).unwrap_or(i64::MAX))
 }
 
 impl Todo {
+    /// The todo as a listing returns it: without its payload and result, which only a read of
+    /// the one todo carries (`payload_size_bytes` stays).
+    pub fn listed(self) -> Todo {
+        Todo { payload: None, result: None, ..self }
+    }
+
     /// "Dead letter" is `failed` with no retry scheduled (base-system §2).
     pub fn dead_letter(&self) -> bool {
         self.state == TodoState::Failed && self.next_retry_at.is_none()

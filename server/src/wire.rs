@@ -137,7 +137,6 @@ pub fn scope_string(identity: &QueueIdentity) -> String {
 
 /// The todo as every surface shows it. Listings leave the payload out (`payload_size` instead).
 pub fn todo_json(todo: &Todo, with_payload: bool) -> Value {
-    let payload_size = todo.payload.as_ref().map_or(0, |p| p.to_string().len());
     let mut body = json!({
         "id": todo.id,
         "scope": scope_string(&todo.identity),
@@ -157,7 +156,7 @@ pub fn todo_json(todo: &Todo, with_payload: bool) -> Value {
         "completed_at": opt_time(todo.completed_at),
         "created_by_kind": todo.created_by_kind.as_str(),
         "created_by_id": todo.created_by_id,
-        "payload_size": payload_size,
+        "payload_size": todo.payload_size_bytes,
     });
     if with_payload && let Some(map) = body.as_object_mut() {
         map.insert("payload".into(), todo.payload.clone().unwrap_or(Value::Null));

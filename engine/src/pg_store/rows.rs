@@ -57,6 +57,7 @@ pub(crate) struct TodoRow {
     next_retry_at: Option<DateTime<Utc>>,
     created_by_kind: String,
     created_by_id: Option<String>,
+    payload_size_bytes: i64,
 }
 
 impl TodoRow {
@@ -89,6 +90,7 @@ impl TodoRow {
             next_retry_at: self.next_retry_at,
             created_by_kind,
             created_by_id: self.created_by_id,
+            payload_size_bytes: self.payload_size_bytes,
         })
     }
 }

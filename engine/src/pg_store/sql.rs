@@ -17,7 +17,15 @@ use sqlx::postgres::PgArguments;
 /// The todo columns every query returns, in `TodoRow` order. `t` is the todos alias.
 pub(crate) const TODO_COLUMNS: &str = "t.id, t.endpoint_id, t.team_id, t.queue, t.title, t.payload, t.idempotency_key, \
      t.state, t.owner, t.claimed_by_endpoint_id, t.lease_expires_at, t.attempt, t.max_attempts, t.result, \
-     t.created_at, t.updated_at, t.claimed_at, t.completed_at, t.next_retry_at, t.created_by_kind, t.created_by_id";
+     t.created_at, t.updated_at, t.claimed_at, t.completed_at, t.next_retry_at, t.created_by_kind, t.created_by_id, \
+     t.payload_bytes AS payload_size_bytes";
+
+/// `TODO_COLUMNS` as a listing returns them: the payload and result stay in the table (only a
+/// read of one todo carries them) and the stored `payload_bytes` stands in for the payload.
+pub(crate) const LISTED_TODO_COLUMNS: &str = "t.id, t.endpoint_id, t.team_id, t.queue, t.title, \
+     NULL::jsonb AS payload, t.idempotency_key, t.state, t.owner, t.claimed_by_endpoint_id, t.lease_expires_at, \
+     t.attempt, t.max_attempts, NULL::jsonb AS result, t.created_at, t.updated_at, t.claimed_at, t.completed_at, \
+     t.next_retry_at, t.created_by_kind, t.created_by_id, t.payload_bytes AS payload_size_bytes";
 
 /// The claimable predicate of base-system §2 over alias `t` at instant `clock.now`.
 pub(crate) const CLAIMABLE: &str = "(t.state = 'pending' \

@@ -6,7 +6,7 @@
 //! tenants hold (issue #14 item 4; `engine/tests/tenancy_plans.rs` checks the plans).
 
 use super::rows::TodoRow;
-use super::sql::TODO_COLUMNS;
+use super::sql::{LISTED_TODO_COLUMNS, TODO_COLUMNS};
 use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
@@ -160,12 +160,12 @@ impl PgStore {
 /// `$1` endpoint ids, `$2` team ids, `$3` state or NULL, `$4` limit.
 const LIST_BY_OWNERS_SQL: &str = "SELECT listed.* FROM ( \
        SELECT newest.* FROM (SELECT DISTINCT id FROM unnest($1::text[]) AS owner (id)) owner \
-         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+         CROSS JOIN LATERAL (SELECT {LISTED_TODO_COLUMNS} FROM todos t \
            WHERE t.endpoint_id = owner.id AND ($3::text IS NULL OR t.state = $3) \
            ORDER BY t.created_at DESC, t.id DESC LIMIT $4) newest \
        UNION ALL \
        SELECT newest.* FROM (SELECT DISTINCT id FROM unnest($2::text[]) AS owner (id)) owner \
-         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+         CROSS JOIN LATERAL (SELECT {LISTED_TODO_COLUMNS} FROM todos t \
            WHERE t.team_id = owner.id AND ($3::text IS NULL OR t.state = $3) \
            ORDER BY t.created_at DESC, t.id DESC LIMIT $4) newest \
      ) listed ORDER BY listed.created_at DESC, listed.id DESC LIMIT $4";
@@ -177,12 +177,12 @@ const LIST_BY_OWNERS_SQL: &str = "SELECT listed.* FROM ( \
 /// `$5` state or NULL, `$6` limit.
 const LIST_BY_QUEUES_SQL: &str = "SELECT listed.* FROM ( \
        SELECT newest.* FROM (SELECT DISTINCT id, queue FROM unnest($1::text[], $2::text[]) AS owner (id, queue)) owner \
-         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+         CROSS JOIN LATERAL (SELECT {LISTED_TODO_COLUMNS} FROM todos t \
            WHERE t.endpoint_id = owner.id AND t.queue = owner.queue AND ($5::text IS NULL OR t.state = $5) \
            ORDER BY t.created_at DESC, t.id DESC LIMIT $6) newest \
        UNION ALL \
        SELECT newest.* FROM (SELECT DISTINCT id, queue FROM unnest($3::text[], $4::text[]) AS owner (id, queue)) owner \
-         CROSS JOIN LATERAL (SELECT {TODO_COLUMNS} FROM todos t \
+         CROSS JOIN LATERAL (SELECT {LISTED_TODO_COLUMNS} FROM todos t \
            WHERE t.team_id = owner.id AND t.queue = owner.queue AND ($5::text IS NULL OR t.state = $5) \
            ORDER BY t.created_at DESC, t.id DESC LIMIT $6) newest \
      ) listed ORDER BY listed.created_at DESC, listed.id DESC LIMIT $6";
@@ -194,7 +194,7 @@ fn listing_sql(set: &TodoSet) -> String {
         TodoSet::Owners(_) => LIST_BY_OWNERS_SQL,
         TodoSet::Queues(_) => LIST_BY_QUEUES_SQL,
     };
-    template.replace("{TODO_COLUMNS}", TODO_COLUMNS)
+    template.replace("{LISTED_TODO_COLUMNS}", LISTED_TODO_COLUMNS)
 }
 
 /// The values of [`listing_sql`]'s statement, in its placeholder order.

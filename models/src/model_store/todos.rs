@@ -13,7 +13,7 @@ use crate::identity::QueueIdentity;
 use crate::push::DueReason;
 use crate::scope::Actor;
 use crate::store::{TodoQuery, TodoSet};
-use crate::todo::{Created, NewTodo, Todo, TodoState};
+use crate::todo::{Created, NewTodo, Todo, TodoState, payload_size_bytes};
 use chrono::{DateTime, Utc};
 
 impl ModelStore {
@@ -42,7 +42,7 @@ impl ModelStore {
         let mut todos: Vec<&Todo> =
             state.todos.values().filter(|t| matches(t) && query.state.is_none_or(|s| t.state == s)).collect();
         todos.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        todos.into_iter().take(query.limit.clamp(1, 1000) as usize).cloned().collect()
+        todos.into_iter().take(query.limit.clamp(1, 1000) as usize).map(|todo| todo.clone().listed()).collect()
     }
 
     /// Read one todo (REQ-6: a deferred todo is read unchanged): a foreign id, or an own todo
@@ -92,6 +92,7 @@ impl State {
             next_retry_at: None,
             created_by_kind: new.created_by_kind,
             created_by_id: new.created_by_id.clone(),
+            payload_size_bytes: payload_size_bytes(new.payload.as_ref()),
         };
         self.todos.insert(id.clone(), todo.clone());
         // REQ-8: its push is decided by the next pass, as `PgStore`'s `push` CTE records it.
