@@ -7,8 +7,12 @@
 //!   (a)  — a queue without a policy (the production path: one indexed lookup finds nothing);
 //!   (b)  — a budgeted queue whose limits never bind;
 //!   (c)  — claim_next over 200 granted queues, 199 of them exhausted (with older pending work);
-//! and the ratios (a)/base, (b)/(a) and the latency ratio (c)/(a).
+//! and the ratios (a)/base, (b)/(a) and the latency ratio (c)/(a). The pending todos' titles and
+//! payloads are `fake` text from a fixed seed, generated and inserted before the clock starts.
 //! Usage: cargo run --release -p engine --example bench_admission [-- SECONDS_PER_RUN [CLAIMERS,...]]
+
+#[path = "support/fake_data.rs"]
+mod fake_data;
 
 use engine::pg_store::{hash_token, new_token};
 use engine::testing::fresh_database;
@@ -24,6 +28,9 @@ use std::time::{Duration, Instant};
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
 const EXHAUSTED_QUEUES: usize = 199;
 const REPEATS: usize = 3;
+/// The seed of the pending todos' titles and payloads, and how many distinct ones they cycle.
+const FAKE_SEED: u64 = 14_063;
+const SAMPLES: usize = 1_000;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -252,18 +259,25 @@ fn measure(mut latencies: Vec<Duration>, complete_p50_ms: f64, duration: Duratio
     }
 }
 
-/// Bulk setup in SQL: `per_queue` pending todos in each queue, created `age` ago.
+/// Bulk setup in SQL: `per_queue` pending todos in each queue, created `age` ago; todo n takes
+/// sample n mod the number of samples (arrays count from 1).
 async fn insert_todos(store: &PgStore, endpoint_id: &str, queues: &[String], per_queue: i64, age: &str) {
+    let samples = fake_data::samples(FAKE_SEED, SAMPLES);
+    let titles: Vec<&str> = samples.iter().map(|sample| sample.title.as_str()).collect();
+    let payloads: Vec<String> = samples.iter().map(|sample| sample.payload.to_string()).collect();
     sqlx::query(
-        "INSERT INTO todos (id, endpoint_id, queue, title, created_by_kind, created_at, updated_at) \
-         SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, q, 'bench', 'system', \
-                now() - $3::interval + make_interval(secs => n / 1000.0), now() \
+        "INSERT INTO todos (id, endpoint_id, queue, title, payload, created_by_kind, created_at, updated_at) \
+         SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, q, \
+                ($5::text[])[1 + n % cardinality($5::text[])], ($6::text[])[1 + n % cardinality($6::text[])]::jsonb, \
+                'system', now() - $3::interval + make_interval(secs => n / 1000.0), now() \
          FROM unnest($2::text[]) AS q, generate_series(1, $4) AS n",
     )
     .bind(endpoint_id)
     .bind(queues)
     .bind(age)
     .bind(per_queue)
+    .bind(&titles)
+    .bind(&payloads)
     .execute(store.pool())
     .await
     .expect("insert todos");

@@ -2,8 +2,12 @@
 //! 16 concurrent producers create todos into one queue for a fixed time, with capacity 0
 //! (unlimited: no lock, no count) and with a capacity set that never binds (the per-identity
 //! intake lock, a pending count and the insert in one transaction). Throwaway PostgreSQL, fsync
-//! off. A benchmark: it prints, it asserts nothing.
+//! off. Titles and payloads are `fake` text from a fixed seed, generated before the clock starts.
+//! A benchmark: it prints, it asserts nothing.
 //! Usage: cargo run --release -p engine --example bench_intake [-- SECONDS]
+
+#[path = "support/fake_data.rs"]
+mod fake_data;
 
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
@@ -13,6 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PRODUCERS: usize = 16;
+/// The seed of the todos' titles and payloads, and how many distinct ones the producers cycle.
+const FAKE_SEED: u64 = 14_064;
+const SAMPLES: usize = 1_024;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
@@ -53,26 +60,29 @@ async fn run(capacity: i64, duration: Duration) -> (f64, f64, f64) {
         store.set_queue_capacity(capacity, &human.id).await.expect("capacity");
     }
     let identity = QueueIdentity::endpoint(&endpoint.id, "work");
+    let samples = Arc::new(fake_data::samples(FAKE_SEED, SAMPLES));
     let deadline = Instant::now() + duration;
     let producers: Vec<_> = (0..PRODUCERS)
-        .map(|_| {
-            let (store, identity) = (store.clone(), identity.clone());
+        .map(|producer| {
+            let (store, identity, samples) = (store.clone(), identity.clone(), samples.clone());
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
+                // Each producer starts at its own place in the samples, and cycles through them.
+                let mut next = producer * SAMPLES / PRODUCERS;
                 while Instant::now() < deadline {
+                    let sample = &samples[next % SAMPLES];
+                    next += 1;
+                    let todo = NewTodo {
+                        identity: identity.clone(),
+                        title: sample.title.clone(),
+                        payload: Some(sample.payload.clone()),
+                        idempotency_key: None,
+                        max_attempts: 5,
+                        created_by_kind: CreatedByKind::System,
+                        created_by_id: None,
+                    };
                     let started = Instant::now();
-                    store
-                        .create_todo(NewTodo {
-                            identity: identity.clone(),
-                            title: "bench".into(),
-                            payload: None,
-                            idempotency_key: None,
-                            max_attempts: 5,
-                            created_by_kind: CreatedByKind::System,
-                            created_by_id: None,
-                        })
-                        .await
-                        .expect("create");
+                    store.create_todo(todo).await.expect("create");
                     latencies.push(started.elapsed());
                 }
                 latencies

@@ -5,8 +5,13 @@
 //! `Store::list_todos` (its granted queue, as MCP does, and all its queues, as the operator API and
 //! the board do) while another tenant holds 1,000 done todos, then `--big` done todos (default
 //! 1,000,000, inserted with `generate_series`). It prints p50/p99 listing latency for both sizes
-//! and the big/small ratios. A benchmark: it prints, it asserts nothing.
+//! and the big/small ratios. Titles and payloads are `fake` text from a fixed seed (the big
+//! tenant's cycle through a generated set, so `generate_series` still inserts them). A benchmark:
+//! it prints, it asserts nothing.
 //! Usage: cargo run --release -p engine --example bench_tenancy [-- [--big N] [--listings N]]
+
+#[path = "support/fake_data.rs"]
+mod fake_data;
 
 use engine::testing::{drop_database, fresh_database};
 use engine::{PgStore, PoolSettings};
@@ -27,6 +32,11 @@ const WARM_UP_LISTINGS: usize = 100;
 const INSERT_BATCH_ROWS: i64 = 100_000;
 /// What the listing asks for: the operator API's and MCP's default page.
 const LISTING_LIMIT: i64 = 50;
+/// The seeds of the tenants' titles and payloads, and how many distinct ones the big tenant's
+/// done todos cycle through.
+const SMALL_TENANT_SEED: u64 = 14_061;
+const BIG_TENANT_SEED: u64 = 14_062;
+const BIG_TENANT_SAMPLES: usize = 1_000;
 
 /// p50 and p99 listing latency in milliseconds, per listing kind.
 struct Latencies {
@@ -103,12 +113,12 @@ async fn endpoint(store: &PgStore, name: &str) -> String {
 async fn small_tenant(store: &PgStore) -> (QueueIdentity, Reach) {
     let endpoint_id = endpoint(store, "small").await;
     let queue = QueueIdentity::endpoint(&endpoint_id, "inbox");
-    for i in 0..SMALL_TENANT_TODOS {
+    for sample in fake_data::samples(SMALL_TENANT_SEED, SMALL_TENANT_TODOS) {
         store
             .create_todo(NewTodo {
                 identity: queue.clone(),
-                title: format!("small {i}"),
-                payload: Some(serde_json::json!({"n": i})),
+                title: sample.title,
+                payload: Some(sample.payload),
                 idempotency_key: None,
                 max_attempts: 5,
                 created_by_kind: CreatedByKind::System,
@@ -123,14 +133,19 @@ async fn small_tenant(store: &PgStore) -> (QueueIdentity, Reach) {
 /// Inserts the big tenant's done todos numbered `from + 1 ..= to` (older than the small
 /// tenant's), printing progress, then analyses the table as autovacuum eventually would.
 async fn insert_done(store: &PgStore, endpoint_id: &str, from: i64, to: i64) {
+    let samples = fake_data::samples(BIG_TENANT_SEED, BIG_TENANT_SAMPLES);
+    let titles: Vec<&str> = samples.iter().map(|sample| sample.title.as_str()).collect();
+    let payloads: Vec<String> = samples.iter().map(|sample| sample.payload.to_string()).collect();
     let started = Instant::now();
     let mut done = from;
     while done < to {
         let until = (done + INSERT_BATCH_ROWS).min(to);
+        // Todo i takes sample i mod the number of samples (arrays count from 1).
         sqlx::query(
             "INSERT INTO todos (id, endpoint_id, queue, title, payload, state, attempt, created_at, updated_at, \
                                 completed_at, created_by_kind) \
-             SELECT 'td_big_' || i, $1, 'inbox', 'done ' || i, jsonb_build_object('n', i), 'done', 1, \
+             SELECT 'td_big_' || i, $1, 'inbox', ($4::text[])[1 + i % cardinality($4::text[])], \
+                    ($5::text[])[1 + i % cardinality($5::text[])]::jsonb, 'done', 1, \
                     now() - make_interval(secs => i), now() - make_interval(secs => i), now() - make_interval(secs => i), \
                     'system' \
              FROM generate_series($2::bigint, $3::bigint) AS i",
@@ -138,6 +153,8 @@ async fn insert_done(store: &PgStore, endpoint_id: &str, from: i64, to: i64) {
         .bind(endpoint_id)
         .bind(done + 1)
         .bind(until)
+        .bind(&titles)
+        .bind(&payloads)
         .execute(store.pool())
         .await
         .expect("insert the big tenant's todos");

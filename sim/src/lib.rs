@@ -10,6 +10,7 @@ pub mod check;
 pub mod check_push;
 pub mod config;
 pub mod coverage;
+pub mod fake_data;
 pub mod fault_driver;
 pub mod faults;
 pub mod ledger;

@@ -9,6 +9,7 @@
 
 use crate::check;
 use crate::config::QUEUES;
+use crate::fake_data::FakeData;
 use crate::faults::Rng;
 use crate::net::{self, Reply, Request};
 use crate::push_world::AgentPush;
@@ -310,8 +311,9 @@ pub(crate) async fn owner(caller: Caller, principals: Principals, seed: u64, unt
     Ok(())
 }
 
-/// The producer: todos over the operator API (idempotency key = title, so retries dedup) and
-/// signed webhook deliveries fanned out to two owners, some delivered twice.
+/// The producer: todos over the operator API (idempotency key `p{index}`, so retries dedup;
+/// titles and payloads from `fake_data`, so not unique) and signed webhook deliveries fanned out
+/// to two owners, some delivered twice.
 pub(crate) async fn producer(
     caller: Caller,
     principals: Principals,
@@ -320,21 +322,25 @@ pub(crate) async fn producer(
     fleet_ids: FleetIds,
 ) -> turmoil::Result {
     let mut rng = Rng::new(seed);
+    let mut data = FakeData::new(&mut rng);
     let mut redeliver: Vec<(String, String)> = vec![];
     for index in 0..todos {
         tokio::time::sleep(Duration::from_millis(300 + rng.below(3_000))).await;
         if rng.chance(200) {
             let delivery = format!("dlv-{index}");
-            let body = json!({"title": format!("hook {index}")}).to_string();
+            let body = data.delivery_body(index).to_string();
             send_delivery(&caller, &mut rng, &principals, &delivery, &body).await;
             if rng.chance(300) {
                 redeliver.push((delivery, body));
             }
         } else {
             let queue = *rng.pick(&QUEUES);
-            let title = format!("p{index}");
-            let body = json!({"scope": format!("team:{}", principals.team_slug), "queue": queue, "title": title,
-                "idempotency_key": title, "max_attempts": 3});
+            let title = data.title();
+            let mut body = json!({"scope": format!("team:{}", principals.team_slug), "queue": queue, "title": title,
+                "idempotency_key": format!("p{index}"), "max_attempts": 3});
+            if let Some(payload) = data.payload() {
+                body["payload"] = payload;
+            }
             let reply = caller
                 .send(
                     &mut rng,
