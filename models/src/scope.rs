@@ -81,6 +81,40 @@ impl Reach {
     }
 }
 
+/// The queues an actor may act on by todo id ([`Actor::todo_access`]), as parallel arrays per
+/// owner kind: an owner id and a queue name, or `None` for every queue of that owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TodoAccess {
+    pub endpoint_ids: Vec<String>,
+    pub endpoint_queues: Vec<Option<String>>,
+    pub team_ids: Vec<String>,
+    pub team_queues: Vec<Option<String>>,
+}
+
+impl TodoAccess {
+    fn push(&mut self, owner: &Owner, queue: Option<String>) {
+        match owner {
+            Owner::Endpoint(id) => {
+                self.endpoint_ids.push(id.clone());
+                self.endpoint_queues.push(queue);
+            }
+            Owner::Team(id) => {
+                self.team_ids.push(id.clone());
+                self.team_queues.push(queue);
+            }
+        }
+    }
+
+    /// Whether a todo of `identity` is one the actor may act on.
+    pub fn admits(&self, identity: &QueueIdentity) -> bool {
+        let (ids, queues, owner_id) = match &identity.owner {
+            Owner::Endpoint(id) => (&self.endpoint_ids, &self.endpoint_queues, id),
+            Owner::Team(id) => (&self.team_ids, &self.team_queues, id),
+        };
+        ids.iter().zip(queues).any(|(id, queue)| id == owner_id && queue.as_ref().is_none_or(|q| *q == identity.queue))
+    }
+}
+
 /// An agent authenticated to one endpoint, with its effective scope for this call: the vend
 /// grant intersected with the owner's live reach (a lost team membership drops its team queues).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,12 +180,33 @@ impl Actor {
         if !self.reach().contains(identity) {
             return Err(Error::not_found());
         }
-        if let Actor::Agent(agent) = self
-            && !agent.granted.contains(identity)
-        {
+        if !self.todo_access().admits(identity) {
             return Err(Error::forbidden("that todo's queue is outside this endpoint's grant"));
         }
         Ok(())
+    }
+
+    /// The queues whose todos this actor may act on by id, as data a store can put into one
+    /// statement: an agent's granted queues within its reach, a human's whole reach. Exactly
+    /// what [`Actor::check_todo_access`] lets through.
+    pub fn todo_access(&self) -> TodoAccess {
+        let mut access = TodoAccess::default();
+        match self {
+            Actor::Agent(agent) => {
+                for identity in agent.granted.iter().filter(|identity| agent.reach.contains(identity)) {
+                    access.push(&identity.owner, Some(identity.queue.clone()));
+                }
+            }
+            Actor::Human(human) => {
+                for id in &human.reach.endpoint_ids {
+                    access.push(&Owner::Endpoint(id.clone()), None);
+                }
+                for id in &human.reach.team_ids {
+                    access.push(&Owner::Team(id.clone()), None);
+                }
+            }
+        }
+        access
     }
 }
 

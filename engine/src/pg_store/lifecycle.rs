@@ -2,7 +2,8 @@
 //! that return work to the queue (the lease reaper and the retry scheduler).
 //!
 //! Only the lease holder may heartbeat, complete, fail or release (base-system §2); anyone else
-//! in scope gets `conflict` with the todo's state.
+//! in scope gets `conflict` with the todo's state. Each of those four first tries its one-statement
+//! form (`held.rs`); the transactions below run when that changes nothing, and give the refusal.
 
 use super::rows::{TodoRow, lock_todo};
 use super::sql::TODO_COLUMNS;
@@ -36,6 +37,9 @@ impl PgStore {
     }
 
     pub(crate) async fn heartbeat_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        if let Some(todo) = self.heartbeat_held(actor, id, lease_seconds).await? {
+            return Ok(todo);
+        }
         let mut tx = self.begin().await?;
         let outcome = async {
             let (_, now) = self.lock_held(&mut tx, actor, id).await?;
@@ -61,6 +65,9 @@ impl PgStore {
     }
 
     async fn complete_in_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        if let Some(todo) = self.complete_held(actor, id, &result).await? {
+            return Ok(todo);
+        }
         let mut tx = self.begin().await?;
         let outcome = async {
             let (_, now) = self.lock_held(&mut tx, actor, id).await?;
@@ -91,6 +98,9 @@ impl PgStore {
     }
 
     async fn fail_in_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        if let Some(todo) = self.fail_held(actor, id, &result).await? {
+            return Ok(todo);
+        }
         let mut tx = self.begin().await?;
         let outcome = async {
             let (todo, now) = self.lock_held(&mut tx, actor, id).await?;
@@ -117,6 +127,10 @@ impl PgStore {
 
     /// Back to pending with the attempt unchanged: a release is not a failure.
     pub(crate) async fn release_tx(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        if let Some(todo) = self.release_held(actor, id).await? {
+            super::mutant_hooks::after_release(&self.pool, id).await?;
+            return Ok(todo);
+        }
         let mut tx = self.begin().await?;
         let outcome = async {
             let (_, now) = self.lock_held(&mut tx, actor, id).await?;
@@ -130,7 +144,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
             close_attempt(&mut tx, id, now, "released").await?;
-            super::mutant_hooks::after_release(&mut tx, id).await?;
+            super::mutant_hooks::after_release(&mut *tx, id).await?;
             row.into_todo()
         }
         .await;

@@ -30,6 +30,7 @@ macro_rules! or_rollback {
 
 mod admission;
 mod claim;
+mod held;
 mod hooks;
 mod intake;
 mod lifecycle;

@@ -12,7 +12,7 @@
 use chrono::{DateTime, Utc};
 use models::error::Result;
 use models::mutants::{Mutant, active};
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::{Postgres, Transaction};
 use std::sync::OnceLock;
 
 /// `claim_next`, after a refused candidate: whether to give up instead of going on to the other
@@ -94,7 +94,7 @@ pub(super) fn lock_policy_sql(production: &'static str) -> &'static str {
 
 /// After a release (`RefundOnRelease`: gives the latest window's unit back; REQ-3 forbids
 /// refunds). A no-op otherwise.
-pub(super) async fn after_release(conn: &mut PgConnection, todo_id: &str) -> Result<()> {
+pub(super) async fn after_release<'e>(executor: impl sqlx::PgExecutor<'e>, todo_id: &str) -> Result<()> {
     if !active(Mutant::RefundOnRelease) {
         return Ok(());
     }
@@ -105,7 +105,7 @@ pub(super) async fn after_release(conn: &mut PgConnection, todo_id: &str) -> Res
            AND w.window_start = (SELECT max(window_start) FROM admission_windows WHERE policy_id = p.id)",
     )
     .bind(todo_id)
-    .execute(conn)
+    .execute(executor)
     .await
     .map_err(super::db_error)?;
     Ok(())

@@ -1,0 +1,136 @@
+//! The lease holder's verbs (heartbeat, complete, fail, release) in one statement each: the
+//! common case, where the caller holds the lease on a todo it may act on, costs one round trip
+//! instead of a transaction of five (issue #15).
+//!
+//! Each statement locks the row only if the caller holds its lease (`HELD`), reads the clock
+//! after that lock, changes the row and closes the attempt, all in one autocommit statement. When
+//! it changes nothing, the caller does not hold the lease right now, and the verb runs its
+//! step-by-step transaction in `lifecycle.rs`, which says exactly why (`not_found`, `forbidden`,
+//! `conflict`) or succeeds if the lease changed hands back in between. So the rules live in one
+//! place: who may act on a todo is `Actor::todo_access` (bound as data), when a failed todo is
+//! retried is `retry_backoff` (bound as a table), and every refusal is decided in Rust.
+//!
+//! Must never succeed where the transaction would refuse: the `HELD` predicate is the
+//! transaction's success condition (claimed, by this caller, in a queue it may act on), nothing
+//! looser.
+
+use super::rows::TodoRow;
+use super::sql::TODO_COLUMNS;
+use super::{PgStore, db_error};
+use models::error::Result;
+use models::scope::Actor;
+use models::todo::{MAX_ATTEMPTS_LIMIT, Todo, retry_backoff};
+use serde_json::Value;
+use sqlx::Postgres;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
+use std::sync::LazyLock;
+
+/// Locks todo `$1` if `$2` holds its lease and the caller may act on its queue (`$4`/`$5`
+/// endpoint ids and queue names, `$6`/`$7` team ids and queue names, a NULL queue meaning every
+/// queue of that owner), then reads the clock (`$3`, or the database's) after the lock.
+const HELD: &str = "held AS ( \
+       SELECT t.id FROM todos t \
+       WHERE t.id = $1 AND t.state = 'claimed' AND t.owner = $2 \
+         AND (EXISTS (SELECT 1 FROM unnest($4::text[], $5::text[]) AS a (owner, queue) \
+                      WHERE t.endpoint_id = a.owner AND t.queue = coalesce(a.queue, t.queue)) \
+           OR EXISTS (SELECT 1 FROM unnest($6::text[], $7::text[]) AS a (owner, queue) \
+                      WHERE t.team_id = a.owner AND t.queue = coalesce(a.queue, t.queue))) \
+       FOR UPDATE), \
+     clock AS (SELECT held.id, coalesce($3::timestamptz, clock_timestamp()) AS now FROM held)";
+
+/// Heartbeat: the lease runs `$8` seconds from now.
+const HEARTBEAT: &str = "WITH {HELD}, \
+     changed AS ( \
+       UPDATE todos t SET lease_expires_at = clock.now + $8::bigint * interval '1 second', updated_at = clock.now \
+       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}) \
+     SELECT * FROM changed";
+
+/// Complete with result `$8`; the attempt closes as `completed`.
+const COMPLETE: &str = "WITH {HELD}, \
+     changed AS ( \
+       UPDATE todos t SET state = 'done', result = $8, completed_at = clock.now, lease_expires_at = NULL, \
+         updated_at = clock.now \
+       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}), \
+     closed AS ( \
+       UPDATE todo_attempts a SET ended_at = changed.updated_at, outcome = 'completed' \
+       FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
+     SELECT * FROM changed";
+
+/// Fail with result `$8`: below `max_attempts` the todo parks until now plus the backoff for the
+/// attempt that failed (`$9[attempt]`, seconds, from `retry_backoff`); at it, it is dead-lettered.
+/// The attempt closes as `failed`.
+const FAIL: &str = "WITH {HELD}, \
+     changed AS ( \
+       UPDATE todos t SET state = 'failed', result = $8, lease_expires_at = NULL, updated_at = clock.now, \
+         next_retry_at = CASE WHEN t.attempt < t.max_attempts THEN clock.now \
+           + ($9::bigint[])[least(greatest(t.attempt, 1), cardinality($9::bigint[]))] * interval '1 second' END \
+       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}), \
+     closed AS ( \
+       UPDATE todo_attempts a SET ended_at = changed.updated_at, outcome = 'failed' \
+       FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
+     SELECT * FROM changed";
+
+/// Release: back to pending with the attempt unchanged; the attempt closes as `released`.
+const RELEASE: &str = "WITH {HELD}, \
+     changed AS ( \
+       UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, \
+         updated_at = clock.now \
+       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}), \
+     closed AS ( \
+       UPDATE todo_attempts a SET ended_at = changed.updated_at, outcome = 'released' \
+       FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
+     SELECT * FROM changed";
+
+/// `retry_backoff` for attempts 1..=MAX_ATTEMPTS_LIMIT, in seconds: the rule as a table the
+/// `FAIL` statement indexes by the failed attempt (an attempt past the table uses its last entry,
+/// which `retry_backoff`'s cap makes right).
+static BACKOFF_SECONDS: LazyLock<Vec<i64>> =
+    LazyLock::new(|| (1..=MAX_ATTEMPTS_LIMIT).map(|attempt| retry_backoff(attempt).num_seconds()).collect());
+
+/// One held-verb statement's text, the shared parts spelled out.
+fn statement(verb: &str) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(verb.replace("{HELD}", HELD).replace("{TODO_COLUMNS}", TODO_COLUMNS))
+}
+
+type HeldQuery = QueryAs<'static, Postgres, TodoRow, PgArguments>;
+
+impl PgStore {
+    /// Binds `$1`..`$7` of a held-verb statement: the todo, the caller's holder label, the clock
+    /// and the queues the caller may act on.
+    fn held_query(&self, verb: &str, actor: &Actor, id: &str) -> HeldQuery {
+        let access = actor.todo_access();
+        sqlx::query_as(statement(verb))
+            .bind(id.to_string())
+            .bind(actor.label())
+            .bind(self.now_param())
+            .bind(access.endpoint_ids)
+            .bind(access.endpoint_queues)
+            .bind(access.team_ids)
+            .bind(access.team_queues)
+    }
+
+    /// Runs a held-verb statement: the changed todo, or `None` when the caller does not hold the
+    /// lease (then the step-by-step transaction decides).
+    async fn run_held(&self, query: HeldQuery) -> Result<Option<Todo>> {
+        let row = query.fetch_optional(&self.pool).await.map_err(db_error)?;
+        row.map(TodoRow::into_todo).transpose()
+    }
+
+    pub(crate) async fn heartbeat_held(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Option<Todo>> {
+        self.run_held(self.held_query(HEARTBEAT, actor, id).bind(lease_seconds)).await
+    }
+
+    pub(crate) async fn complete_held(&self, actor: &Actor, id: &str, result: &Option<Value>) -> Result<Option<Todo>> {
+        self.run_held(self.held_query(COMPLETE, actor, id).bind(result.clone())).await
+    }
+
+    pub(crate) async fn fail_held(&self, actor: &Actor, id: &str, result: &Option<Value>) -> Result<Option<Todo>> {
+        let query = self.held_query(FAIL, actor, id).bind(result.clone()).bind(BACKOFF_SECONDS.as_slice());
+        self.run_held(query).await
+    }
+
+    pub(crate) async fn release_held(&self, actor: &Actor, id: &str) -> Result<Option<Todo>> {
+        self.run_held(self.held_query(RELEASE, actor, id)).await
+    }
+}

@@ -1,0 +1,102 @@
+//! The lease holder's verbs in one statement (issue #15, `engine/src/pg_store/held.rs`): they
+//! succeed exactly where the step-by-step transaction would, and refuse as it does. The other
+//! lifecycle tests (`base_queue.rs`) run through the same verbs; these cover what only the
+//! one-statement form could get wrong: the access set bound as data, the backoff table, and the
+//! attempt closed in the same statement.
+
+mod support;
+
+use chrono::Duration;
+use models::error::Code;
+use models::scope::Actor;
+use models::store::{Clock, Store};
+use models::todo::{TodoState, retry_backoff};
+use serde_json::json;
+use support::{World, new_todo, queue_of};
+
+/// The agent as it would authenticate after its grant lost `queue`: same endpoint, same label.
+fn without_grant(agent: &Actor, queue: &str) -> Actor {
+    let Actor::Agent(scope) = agent else { panic!("not an agent") };
+    let mut narrowed = scope.clone();
+    narrowed.granted.retain(|identity| identity.queue != queue);
+    Actor::Agent(narrowed)
+}
+
+#[tokio::test]
+async fn a_holder_whose_grant_lost_the_queue_is_forbidden_and_the_todo_stays_claimed() {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let agent = world.agent(&alice, &["inbox", "other"]).await;
+    let todo = world.push(&queue_of(&agent, "inbox"), "t").await;
+    world.store.claim(&agent, &todo.id, 60).await.expect("claim");
+    let narrowed = without_grant(&agent, "inbox");
+    for outcome in [
+        world.store.heartbeat(&narrowed, &todo.id, 60).await,
+        world.store.complete(&narrowed, &todo.id, None).await,
+        world.store.fail(&narrowed, &todo.id, None).await,
+        world.store.release(&narrowed, &todo.id).await,
+    ] {
+        assert_eq!(outcome.expect_err("outside the grant").code, Code::Forbidden);
+    }
+    let unchanged = world.store.get_todo(&agent, &todo.id).await.expect("get");
+    assert_eq!((unchanged.state, unchanged.attempt), (TodoState::Claimed, 1));
+    let done = world.store.complete(&agent, &todo.id, Some(json!(1))).await.expect("the full grant completes");
+    assert_eq!(done.state, TodoState::Done);
+}
+
+#[tokio::test]
+async fn the_owner_acting_on_its_own_claim_goes_through_its_reach() {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let agent = world.agent(&alice, &["inbox"]).await;
+    let todo = world.push(&queue_of(&agent, "inbox"), "t").await;
+    let owner = world.owner("alice").await;
+    world.store.claim(&owner, &todo.id, 60).await.expect("the owner claims");
+    world.clock.advance(Duration::seconds(5));
+    let beat = world.store.heartbeat(&owner, &todo.id, 90).await.expect("heartbeat");
+    assert_eq!(beat.lease_expires_at, Some(support::epoch() + Duration::seconds(95)));
+    let released = world.store.release(&owner, &todo.id).await.expect("release");
+    assert_eq!((released.state, released.owner, released.attempt), (TodoState::Pending, None, 1));
+}
+
+#[tokio::test]
+async fn each_failed_attempt_parks_for_its_backoff_up_to_the_cap_then_dead_letters() {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let agent = world.agent(&alice, &["inbox"]).await;
+    let mut new = new_todo(&queue_of(&agent, "inbox"), "flaky", None);
+    new.max_attempts = 9;
+    let todo = world.store.create_todo(new).await.expect("create").todo;
+    for attempt in 1..=9 {
+        let claimed = world.store.claim(&agent, &todo.id, 60).await.expect("claim").todo;
+        assert_eq!(claimed.attempt, attempt);
+        let now = world.clock.now();
+        let failed = world.store.fail(&agent, &todo.id, Some(json!({"attempt": attempt}))).await.expect("fail");
+        assert_eq!(failed.state, TodoState::Failed);
+        if attempt < 9 {
+            assert_eq!(failed.next_retry_at, Some(now + retry_backoff(attempt)), "backoff after attempt {attempt}");
+            world.clock.advance(retry_backoff(attempt));
+        } else {
+            assert!(failed.dead_letter(), "the last attempt dead-letters");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_completed_todo_has_its_attempt_closed_in_the_same_statement() {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let agent = world.agent(&alice, &["inbox"]).await;
+    let todo = world.push(&queue_of(&agent, "inbox"), "t").await;
+    world.store.claim(&agent, &todo.id, 60).await.expect("claim");
+    world.clock.advance(Duration::seconds(7));
+    world.store.complete(&agent, &todo.id, None).await.expect("complete");
+    let pool = sqlx::PgPool::connect(&world.db.url).await.expect("connect");
+    let attempts: Vec<(Option<String>, Option<chrono::DateTime<chrono::Utc>>)> =
+        sqlx::query_as("SELECT outcome, ended_at FROM todo_attempts WHERE todo_id = $1")
+            .bind(&todo.id)
+            .fetch_all(&pool)
+            .await
+            .expect("attempts");
+    assert_eq!(attempts, vec![(Some("completed".to_string()), Some(support::epoch() + Duration::seconds(7)))]);
+}
