@@ -6,12 +6,22 @@
 
 use models::scope::AgentScope;
 use serde_json::{Value, json};
+use std::sync::LazyLock;
 
 /// Verbs every endpoint may call about itself, outside its grant (base-system §1).
 pub(super) const SELF_VERBS: &[&str] = &["clock_in", "clock_out", "presence"];
 
-/// Tool descriptions and input schemas, in the order `tools/list` shows them.
-pub(super) fn tool_catalog() -> Vec<(&'static str, &'static str, Value)> {
+/// A tool's name, description and input schema.
+type Tool = (&'static str, &'static str, Value);
+
+/// Tool descriptions and input schemas, in the order `tools/list` shows them. Built once: every
+/// `tools/call` checks the name against it.
+pub(super) fn tool_catalog() -> &'static [Tool] {
+    static CATALOG: LazyLock<Vec<Tool>> = LazyLock::new(build_tool_catalog);
+    &CATALOG
+}
+
+fn build_tool_catalog() -> Vec<Tool> {
     let id = json!({ "type": "string", "description": "todo id (td_...)" });
     let lease =
         json!({ "type": "integer", "minimum": 1, "maximum": 86400, "description": "lease in seconds (default 300)" });
@@ -121,7 +131,7 @@ pub(super) fn granted(agent: &AgentScope, name: &str) -> bool {
 /// Only the verbs this endpoint may call are listed.
 pub(super) fn tools_for(agent: &AgentScope) -> Vec<Value> {
     tool_catalog()
-        .into_iter()
+        .iter()
         .filter(|(name, _, _)| granted(agent, name) || SELF_VERBS.contains(name))
         .map(|(name, description, schema)| json!({ "name": name, "description": description, "inputSchema": schema }))
         .collect()
