@@ -104,7 +104,7 @@ impl Pair {
         match op {
             Op::Advance(by) => self.clock.advance(*by),
             Op::SetClock(instant) => self.clock.set(*instant),
-            Op::Create { .. } | Op::Ingest { .. } => self.clock.advance(Duration::milliseconds(1)),
+            Op::Create { .. } | Op::CreateBatch(_) | Op::Ingest { .. } => self.clock.advance(Duration::milliseconds(1)),
             _ => {}
         }
         let expected = self.pg.apply(op).await;

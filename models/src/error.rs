@@ -75,6 +75,19 @@ impl Error {
         Error::new(Code::InvalidArgument, message).with("field", field)
     }
 
+    /// An `invalid_argument` about one item of a list field: its `field` becomes
+    /// `list[index].field` (or `list[index]` when it named none). Other errors pass unchanged.
+    pub fn within_item(mut self, list: &str, index: usize) -> Self {
+        if self.code == Code::InvalidArgument {
+            let field = match self.extras.get("field").and_then(serde_json::Value::as_str) {
+                Some(field) => format!("{list}[{index}].{field}"),
+                None => format!("{list}[{index}]"),
+            };
+            self.extras.insert("field".into(), field.into());
+        }
+        self
+    }
+
     /// The one answer for anything the caller may not see: identical for "foreign" and "absent".
     pub fn not_found() -> Self {
         Error::new(Code::NotFound, "not found")

@@ -51,6 +51,11 @@ pub fn keep_audit_sample(sample: &mut Vec<String>, batch: impl IntoIterator<Item
     assert!(sample.len() <= CANCELLATION_AUDIT_IDS_MAX);
 }
 
+/// Todos one batched create may carry (`create_todos`, `POST /api/v1/todos` with a list): the
+/// batch is one transaction, so this bounds how long it holds its intake locks and how large
+/// one request body grows (issue #15 item 2).
+pub const TODOS_PER_BATCH_MAX: usize = 1_000;
+
 /// How many endpoints one owner (a human, or a team) may hold (issue #14). Each endpoint is a
 /// credential, a session stream and rows in every sweep; a hundred is far beyond one person's
 /// agents, and a script vending in a loop stops here instead of filling the database.

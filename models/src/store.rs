@@ -380,6 +380,11 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     // The queue. Each is one transaction.
     fn create_todo(&self, todo: NewTodo) -> impl Future<Output = Result<Created>> + Send;
+    /// Several todos in one transaction and at one instant, answered in order: each is created or
+    /// deduped as `create_todo` would (a later copy of a key in the batch dedups onto the
+    /// earlier). If any is refused (invalid, `queue_full`), none is created. Empty or longer than
+    /// `TODOS_PER_BATCH_MAX` is `invalid_argument` (`todos`).
+    fn create_todos(&self, todos: Vec<NewTodo>) -> impl Future<Output = Result<Vec<Created>>> + Send;
     fn list_todos(&self, query: TodoQuery) -> impl Future<Output = Result<Vec<Todo>>> + Send;
     fn get_todo(&self, actor: &Actor, id: &str) -> impl Future<Output = Result<Todo>> + Send;
     /// Oldest claimable todo across `queues` (already narrowed and checked against the grant).

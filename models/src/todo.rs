@@ -210,6 +210,19 @@ pub const INGEST_KEY_PREFIX: &str = "wh:";
 
 /// The title rule of every path that sets one (create, webhook fan-out, edit): not blank, at most
 /// `TITLE_LENGTH_MAX` characters (characters, not bytes: a title is read by people).
+/// The checks of a batched create before anything is written: 1..=`TODOS_PER_BATCH_MAX` todos,
+/// each valid as `NewTodo::validate` says, a refusal naming the item (`todos[3].title`).
+pub fn validate_batch(todos: &[NewTodo]) -> Result<()> {
+    let max = crate::limits::TODOS_PER_BATCH_MAX;
+    if !(1..=max).contains(&todos.len()) {
+        return Err(Error::invalid("todos", format!("a batch holds 1-{max} todos")));
+    }
+    for (index, todo) in todos.iter().enumerate() {
+        todo.validate().map_err(|error| error.within_item("todos", index))?;
+    }
+    Ok(())
+}
+
 pub fn validate_title(title: &str) -> Result<()> {
     if title.trim().is_empty() || title.chars().count() > TITLE_LENGTH_MAX {
         return Err(Error::invalid("title", format!("title must be 1-{TITLE_LENGTH_MAX} characters")));

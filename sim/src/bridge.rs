@@ -216,6 +216,10 @@ impl Store for BridgeStore {
         self.call(move |s| async move { s.create_todo(todo).await })
     }
 
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        self.call(move |s| async move { s.create_todos(todos).await })
+    }
+
     async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
         self.call(move |s| async move { s.list_todos(query).await })
     }

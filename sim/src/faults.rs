@@ -329,6 +329,19 @@ impl<S: Store> Store for Faulty<S> {
         .await
     }
 
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        self.guarded(Kind::Write, self.inner.create_todos(todos), |created, ledger| {
+            for made in created {
+                ledger.push(Event::Created {
+                    id: made.todo.id.clone(),
+                    identity: made.todo.identity.clone(),
+                    deduped: made.deduped,
+                });
+            }
+        })
+        .await
+    }
+
     async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
         self.guarded(Kind::Read, self.inner.list_todos(query), nothing).await
     }

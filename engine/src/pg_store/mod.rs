@@ -29,6 +29,7 @@ macro_rules! or_rollback {
 }
 
 mod admission;
+mod batch;
 mod claim;
 mod held;
 mod hooks;

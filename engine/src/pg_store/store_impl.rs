@@ -116,6 +116,10 @@ impl Store for PgStore {
         self.create_todo_tx(todo).await
     }
 
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        self.create_todos_tx(todos).await
+    }
+
     async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
         self.list_todos_tx(query).await
     }

@@ -27,11 +27,11 @@ impl PgStore {
         let capacity = self.capacity_on(&mut conn).await?.effective;
         let created = if capacity == 0 {
             // Unlimited: no intake lock, no count.
-            self.create_in(&mut conn, &new, None, 0).await
+            self.create_in(&mut conn, &new, None, None, 0).await
         } else {
             drop(conn);
             let mut tx = self.begin().await?;
-            let outcome = self.create_in(&mut tx, &new, None, capacity).await;
+            let outcome = self.create_in(&mut tx, &new, None, None, capacity).await;
             finish(tx, outcome).await
         };
         self.counters.create_answered(&new, &created);
@@ -39,14 +39,16 @@ impl PgStore {
     }
 
     /// Inserts a todo on `conn` (a pooled connection, or a transaction's), deduping on the
-    /// idempotency key among live rows. `now` is the transaction's instant when the caller has
-    /// one; otherwise the clock of record. With a `capacity` (> 0), `conn` must be inside a
+    /// idempotency key among live rows. `id` is the new todo's id when the caller chose one (a
+    /// batch, so its todos sort in batch order); otherwise a random one. `now` is the
+    /// transaction's instant when the caller has one; otherwise the clock of record. With a `capacity` (> 0), `conn` must be inside a
     /// transaction: a dedup hit is answered first and never capped, then the intake lock and
     /// the count decide.
     pub(crate) async fn create_in(
         &self,
         conn: &mut PgConnection,
         new: &NewTodo,
+        id: Option<&str>,
         now: Option<DateTime<Utc>>,
         capacity: i64,
     ) -> Result<Created> {
@@ -63,7 +65,8 @@ impl PgStore {
                  inserted AS ( \
                    INSERT INTO todos AS t (id, endpoint_id, team_id, queue, title, payload, idempotency_key, max_attempts, \
                                            created_by_kind, created_by_id, created_at, updated_at) \
-                   SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $4, $5, $6, $7, $8, $9, $10, clock.now, clock.now \
+                   SELECT coalesce($11, 'td_' || replace(gen_random_uuid()::text, '-', '')), $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+                          clock.now, clock.now \
                    FROM clock \
                    ON CONFLICT DO NOTHING \
                    RETURNING {TODO_COLUMNS}), \
@@ -80,6 +83,7 @@ impl PgStore {
             .bind(new.max_attempts)
             .bind(new.created_by_kind.as_str())
             .bind(&new.created_by_id)
+            .bind(id)
             .fetch_optional(&mut *conn)
             .await
             .map_err(db_error)?;

@@ -156,7 +156,7 @@ impl PgStore {
             // whole delivery, and the rollback leaves its delivery id unrecorded so the
             // provider's retry is admitted later.
             for todo in todos {
-                let made = self.create_in(&mut tx, &todo, Some(now), capacity).await?;
+                let made = self.create_in(&mut tx, &todo, None, Some(now), capacity).await?;
                 created.push(made);
             }
             let todo_ids: Vec<String> = created.iter().map(|c| c.todo.id.clone()).collect();

@@ -25,6 +25,8 @@ pub(crate) enum Op {
         by: Creator,
         payload: Option<Value>,
     },
+    /// Several `Create`s in one batch (`create_todos`).
+    CreateBatch(Vec<Op>),
     ClaimNext {
         actor: usize,
         queues: Vec<usize>,

@@ -329,6 +329,9 @@ impl<S: Corruptible> Side<S> {
         let answer = match op {
             Op::Advance(_) | Op::SetClock(_) => "clock moved".to_string(),
             Op::Create { .. } => format!("{:?}", store.create_todo(self.new_todo(op)).await),
+            Op::CreateBatch(creates) => {
+                format!("{:?}", store.create_todos(creates.iter().map(|op| self.new_todo(op)).collect()).await)
+            }
             Op::ClaimNext { actor, queues: q, lease } => {
                 format!("{:?}", store.claim_next(who(actor), &queues(q), *lease).await)
             }

@@ -33,7 +33,8 @@ impl Workload {
         let roll = rng.random_range(0..200);
         match roll {
             0..20 => Op::Advance(advance(rng)),
-            20..58 => create(&mut self.made, rng),
+            20..52 => create(&mut self.made, rng),
+            52..58 => Op::CreateBatch((0..rng.random_range(1..=4)).map(|_| create(&mut self.made, rng)).collect()),
             58..90 => claim_next(rng, lease),
             90..100 => Op::Claim { actor: rng.random_range(0..4), todo: any_todo(rng), lease },
             100..107 => {

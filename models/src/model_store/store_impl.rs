@@ -108,6 +108,10 @@ impl Store for ModelStore {
         self.create_todo_tx(todo)
     }
 
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        self.create_todos_tx(todos)
+    }
+
     async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
         Ok(self.list_todos_tx(query))
     }

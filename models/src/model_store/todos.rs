@@ -13,7 +13,7 @@ use crate::identity::QueueIdentity;
 use crate::push::DueReason;
 use crate::scope::Actor;
 use crate::store::{TodoQuery, TodoSet};
-use crate::todo::{Created, NewTodo, Todo, TodoState, payload_size_bytes};
+use crate::todo::{Created, NewTodo, Todo, TodoState, payload_size_bytes, validate_batch};
 use chrono::{DateTime, Utc};
 
 impl ModelStore {
@@ -29,6 +29,33 @@ impl ModelStore {
         drop(state);
         self.counters.create_answered(&new, &created);
         created
+    }
+
+    /// A batched create: every todo at one instant, in order, in one transaction (a copy of the
+    /// state kept only if every todo was created or deduped), as PgStore's `create_todos`.
+    pub(super) fn create_todos_tx(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        validate_batch(&todos)?;
+        let mut state = self.lock();
+        let capacity = state.capacity(self.intake_env).effective;
+        let now = self.clock.now();
+        let mut tx = state.clone();
+        let mut created = Vec::with_capacity(todos.len());
+        for new in &todos {
+            match tx.create_in(new, now, capacity) {
+                Ok(made) => created.push(made),
+                Err(error) => {
+                    drop(state);
+                    self.counters.create_answered(new, &Err(error.clone()));
+                    return Err(error);
+                }
+            }
+        }
+        *state = tx;
+        drop(state);
+        for (new, made) in todos.iter().zip(&created) {
+            self.counters.create_answered(new, &Ok(made.clone()));
+        }
+        Ok(created)
     }
 
     /// REQ-6 (`list_todos` shows every pending todo, deferred ones included): newest first
