@@ -4,7 +4,9 @@
 
 use crate::extract::{Human, identity_within};
 use crate::state::AppState;
-use crate::wire::{ApiError, ApiResult, Args, parse_body, parse_limit, parse_max_attempts, todo_json};
+use crate::wire::{
+    ApiError, ApiResult, Args, batch_items, parse_body, parse_body_or_list, parse_limit, parse_max_attempts, todo_json,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -163,31 +165,70 @@ pub async fn list_endpoints<S: Store>(State(state): State<AppState<S>>, Human(hu
     Ok(axum::Json(json!({ "endpoints": endpoints })).into_response())
 }
 
-/// `POST /api/v1/todos`: 201 with a new todo, or 200 with `deduped: true`.
+/// `POST /api/v1/todos`: one todo (an object: 201 with the new todo, or 200 with `deduped:
+/// true`) or a batch (an array of the same objects, at most `TODOS_PER_BATCH_MAX`: one
+/// transaction, answered in order; 201 if any was created, else 200).
 pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
+    let body = parse_body_or_list(&body, "todos")?;
+    let Value::Array(items) = &body else {
+        let (scope, new) = requested_todo(&Args::object(&body, "body")?, &human)?;
+        let identity = identity_within(&state.store, &human.reach, scope, &new.identity.queue).await?;
+        let created = state.store.create_todo(NewTodo { identity, ..new }).await?;
+        if !created.deduped {
+            state.push.work_added();
+        }
+        let status = if created.deduped { StatusCode::OK } else { StatusCode::CREATED };
+        return Ok((status, axum::Json(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped })))
+            .into_response());
+    };
+    let mut requested = Vec::with_capacity(items.len());
+    for (index, args) in batch_items(items, "todos")?.iter().enumerate() {
+        requested.push(requested_todo(args, &human).map_err(|error| error.within_item("todos", index))?);
+    }
+    // Most batches name one or a few queues: each distinct (scope, queue) is resolved once.
+    let mut identities: HashMap<(&str, String), QueueIdentity> = HashMap::new();
+    let mut news = Vec::with_capacity(requested.len());
+    for (index, (scope, new)) in requested.into_iter().enumerate() {
+        let key = (scope, new.identity.queue.clone());
+        let identity = match identities.get(&key) {
+            Some(identity) => identity.clone(),
+            None => {
+                let identity = identity_within(&state.store, &human.reach, scope, &new.identity.queue)
+                    .await
+                    .map_err(|error| error.within_item("todos", index))?;
+                identities.insert(key, identity.clone());
+                identity
+            }
+        };
+        news.push(NewTodo { identity, ..new });
+    }
+    let created = state.store.create_todos(news).await?;
+    let any_new = created.iter().any(|c| !c.deduped);
+    if any_new {
+        state.push.work_added();
+    }
+    let answers: Vec<Value> =
+        created.iter().map(|c| json!({ "todo": todo_json(&c.todo, true), "deduped": c.deduped })).collect();
+    let status = if any_new { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(json!({ "todos": answers }))).into_response())
+}
+
+/// One todo of a push as the caller wrote it: its scope, and the todo with the queue named but
+/// not yet resolved (the identity's owner is a placeholder until `identity_within`).
+fn requested_todo<'a>(args: &Args<'a>, human: &HumanScope) -> Result<(&'a str, NewTodo)> {
     args.only(&["scope", "queue", "title", "payload", "idempotency_key", "max_attempts"])?;
     let (scope, queue, title) = (args.str("scope")?, args.str("queue")?, args.str("title")?);
-    let max_attempts = parse_max_attempts(&args)?;
     let new = NewTodo {
         identity: QueueIdentity::endpoint("", queue),
         title: title.to_string(),
         payload: args.opt_value("payload"),
         idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
-        max_attempts,
+        max_attempts: parse_max_attempts(args)?,
         created_by_kind: CreatedByKind::Human,
         created_by_id: Some(human.human.id.clone()),
     };
     new.validate()?;
-    let identity = identity_within(&state.store, &human.reach, scope, queue).await?;
-    let created = state.store.create_todo(NewTodo { identity, ..new }).await?;
-    if !created.deduped {
-        state.push.work_added();
-    }
-    let status = if created.deduped { StatusCode::OK } else { StatusCode::CREATED };
-    Ok((status, axum::Json(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped })))
-        .into_response())
+    Ok((scope, new))
 }
 
 /// `GET /api/v1/todos?scope=&queue=&state=&limit=`: newest first, within the caller's reach.

@@ -43,11 +43,11 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "post",
         path: "/api/v1/todos",
-        summary: "Push a todo (dedup on idempotency_key)",
-        body: Some("TodoRequest"),
+        summary: "Push a todo, or a batch of up to 1000 in one transaction (dedup on idempotency_key)",
+        body: Some("TodoPush"),
         responses: &[
-            (201, "created", "TodoAnswer"),
-            (200, "deduped onto a live todo", "TodoAnswer"),
+            (201, "created (a batch: at least one created)", "TodoPushAnswer"),
+            (200, "deduped onto a live todo (a batch: every one deduped)", "TodoPushAnswer"),
             (400, "invalid_argument", "Error"),
             (404, "scope not in reach", "Error"),
         ],
@@ -377,6 +377,10 @@ fn schemas() -> Value {
         "TodoRequest": { "type": "object", "properties": { "scope": { "type": "string" }, "queue": { "type": "string" },
             "title": { "type": "string" }, "payload": {}, "idempotency_key": { "type": "string" },
             "max_attempts": { "type": "integer", "minimum": 1, "maximum": 100 } }, "required": ["scope", "queue", "title"] },
+        "TodoPush": { "oneOf": [schema_ref("TodoRequest"),
+            { "type": "array", "minItems": 1, "maxItems": 1000, "items": schema_ref("TodoRequest") }] },
+        "TodoPushAnswer": { "oneOf": [schema_ref("TodoAnswer"), { "type": "object", "properties": {
+            "todos": { "type": "array", "items": schema_ref("TodoAnswer") } } }] },
         "Todo": todo,
         "TodoAnswer": { "type": "object", "properties": { "todo": todo, "deduped": { "type": "boolean" }, "admission": status } },
         "TodoList": list("todos", &todo),
@@ -494,6 +498,11 @@ pub fn document() -> Value {
 /// `GET /api/v1/openapi.json`: public metadata, no tenant data.
 pub async fn serve() -> axum::Json<Value> {
     axum::Json(document())
+}
+
+/// A reference to one of the document's named schemas.
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
 }
 
 #[cfg(test)]

@@ -110,13 +110,47 @@ pub fn parse_max_attempts(args: &Args<'_>) -> Result<i32> {
 
 /// Parses a request body as a JSON object; anything else is `invalid_argument` on `body`.
 pub fn parse_body(bytes: &[u8]) -> Result<Value> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| Error::invalid("body", format!("body is not valid JSON: {e}")))?;
+    let value = parse_json(bytes)?;
     if !value.is_object() {
         return Err(Error::invalid("body", "body must be a JSON object"));
     }
     models::storable::check_members(&value)?;
     Ok(value)
+}
+
+/// Parses a request body that is one JSON object or a list of them (a batch, whose items a
+/// refusal names as `list[index]`); anything else is `invalid_argument` on `body`.
+pub fn parse_body_or_list(bytes: &[u8], list: &str) -> Result<Value> {
+    let value = parse_json(bytes)?;
+    match &value {
+        Value::Object(_) => models::storable::check_members(&value)?,
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                models::storable::check_members(item).map_err(|error| error.within_item(list, index))?;
+            }
+        }
+        _ => return Err(Error::invalid("body", "body must be a JSON object or a list of them")),
+    }
+    Ok(value)
+}
+
+/// The items of a batch named `list`: 1..=`TODOS_PER_BATCH_MAX` JSON objects, a refusal naming
+/// the list (`todos`) or the item (`todos[3]`).
+pub fn batch_items<'v>(items: &'v [Value], list: &str) -> Result<Vec<Args<'v>>> {
+    let max = models::limits::TODOS_PER_BATCH_MAX;
+    if !(1..=max).contains(&items.len()) {
+        return Err(Error::invalid(list, format!("a batch holds 1-{max} todos")));
+    }
+    let object = |(index, item): (usize, &'v Value)| {
+        item.as_object()
+            .map(Args::new)
+            .ok_or_else(|| Error::invalid(&format!("{list}[{index}]"), "each item must be a JSON object"))
+    };
+    items.iter().enumerate().map(object).collect()
+}
+
+fn parse_json(bytes: &[u8]) -> Result<Value> {
+    serde_json::from_slice(bytes).map_err(|e| Error::invalid("body", format!("body is not valid JSON: {e}")))
 }
 
 pub fn rfc3339(instant: DateTime<Utc>) -> String {

@@ -76,6 +76,16 @@ fn build_tool_catalog() -> Vec<Tool> {
                 "required": ["queue", "title"], "additionalProperties": false }),
         ),
         (
+            "create_todos",
+            "Add several todos to your granted queues in one transaction (up to 1000): each as create_todo \
+             would, answered in order; if one is refused, none is created.",
+            json!({ "type": "object", "properties": { "todos": { "type": "array", "minItems": 1, "maxItems": 1000,
+                "items": { "type": "object", "properties": { "queue": queue, "title": { "type": "string" }, "payload": {},
+                    "idempotency_key": { "type": "string" }, "max_attempts": { "type": "integer", "minimum": 1, "maximum": 100 } },
+                    "required": ["queue", "title"], "additionalProperties": false } } },
+                "required": ["todos"], "additionalProperties": false }),
+        ),
+        (
             "admission_status",
             "Read the admission policy, usage and status of your granted queues (read-only).",
             json!({ "type": "object", "properties": { "queue": queue }, "additionalProperties": false }),
@@ -122,10 +132,13 @@ fn build_tool_catalog() -> Vec<Tool> {
 }
 
 /// Whether the endpoint may call `name`: granted verbs, plus the read-only `admission_status`
-/// for every endpoint that may claim (REQ-7).
+/// for every endpoint that may claim (REQ-7), and `create_todos` for every endpoint that may
+/// `create_todo` (the same act, batched; no grant of its own).
 pub(super) fn granted(agent: &AgentScope, name: &str) -> bool {
     let has = |verb: &str| agent.verbs.iter().any(|v| v == verb);
-    has(name) || (name == "admission_status" && (has("claim") || has("claim_next")))
+    has(name)
+        || (name == "admission_status" && (has("claim") || has("claim_next")))
+        || (name == "create_todos" && has("create_todo"))
 }
 
 /// Only the verbs this endpoint may call are listed.

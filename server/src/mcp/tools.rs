@@ -8,8 +8,8 @@ use super::catalog::{granted, tool_catalog};
 use crate::push::api::{presence_json, set_presence_from};
 use crate::state::AppState;
 use crate::wire::{
-    Args, claimed_json, deferred_json, parse_limit, parse_max_attempts, scope_string, status_json, todo_json,
-    todos_with_admission,
+    Args, batch_items, claimed_json, deferred_json, parse_limit, parse_max_attempts, scope_string, status_json,
+    todo_json, todos_with_admission,
 };
 use models::admission::Policy;
 use models::error::{Code, Error, Result};
@@ -44,6 +44,7 @@ pub(super) async fn call_tool<S: Store>(
             Ok(todo_json(&state.store.get_todo(&actor, args.str("id")?).await?, true))
         }
         "create_todo" => create_todo_tool(&state.store, agent, args).await,
+        "create_todos" => create_todos_tool(&state.store, agent, args).await,
         "set_admission_policy" | "clear_admission_policy" => policy_tool(state, agent, name, args).await,
         "discard_todo" | "clear_queue" => cancel_tool(&state.store, agent, name, args).await,
         "admission_status" => admission_status_tool(&state.store, agent, args).await,
@@ -139,20 +140,41 @@ async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_
 
 /// `create_todo`: a new todo on a granted queue, created by this endpoint.
 async fn create_todo_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
-    args.only(&["queue", "title", "payload", "idempotency_key", "max_attempts"])?;
-    let identity = creation_target(agent, args.str("queue")?)?;
-    let created = store
-        .create_todo(NewTodo {
-            identity,
-            title: args.str("title")?.to_string(),
-            payload: args.opt_value("payload"),
-            idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
-            max_attempts: parse_max_attempts(args)?,
-            created_by_kind: CreatedByKind::Agent,
-            created_by_id: Some(agent.endpoint_id.clone()),
-        })
-        .await?;
+    let created = store.create_todo(agent_todo(agent, args)?).await?;
     Ok(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped }))
+}
+
+/// `create_todos`: `create_todo`'s arguments for each of `todos` (at most
+/// `TODOS_PER_BATCH_MAX`), created in one transaction and answered in order.
+async fn create_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+    args.only(&["todos"])?;
+    let Some(Value::Array(items)) = args.opt_value("todos") else {
+        return Err(Error::invalid("todos", "todos must be a list of todos"));
+    };
+    let mut news = Vec::with_capacity(items.len());
+    for (index, args) in batch_items(&items, "todos")?.iter().enumerate() {
+        news.push(agent_todo(agent, args).map_err(|error| error.within_item("todos", index))?);
+    }
+    let created = store.create_todos(news).await?;
+    let answers: Vec<Value> =
+        created.iter().map(|c| json!({ "todo": todo_json(&c.todo, true), "deduped": c.deduped })).collect();
+    Ok(json!({ "todos": answers }))
+}
+
+/// One todo an agent asks for: `create_todo`'s arguments, in one of its granted queues.
+fn agent_todo(agent: &AgentScope, args: &Args<'_>) -> Result<NewTodo> {
+    args.only(&["queue", "title", "payload", "idempotency_key", "max_attempts"])?;
+    let new = NewTodo {
+        identity: creation_target(agent, args.str("queue")?)?,
+        title: args.str("title")?.to_string(),
+        payload: args.opt_value("payload"),
+        idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
+        max_attempts: parse_max_attempts(args)?,
+        created_by_kind: CreatedByKind::Agent,
+        created_by_id: Some(agent.endpoint_id.clone()),
+    };
+    new.validate()?;
+    Ok(new)
 }
 
 /// The endpoint acting for its owner, as the audit records it.
@@ -265,7 +287,7 @@ pub(super) fn after_tool<S: Store>(state: &AppState<S>, name: &str, outcome: &Re
         return;
     }
     match name {
-        "create_todo" => state.push.work_added(),
+        "create_todo" | "create_todos" => state.push.work_added(),
         "complete" | "fail" | "release" | "set_admission_policy" | "clear_admission_policy" | "discard_todo" => {
             state.push.capacity_changed()
         }
