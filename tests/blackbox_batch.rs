@@ -37,8 +37,14 @@ async fn the_api_takes_a_list_in_one_transaction_answered_in_order() {
     let again = send(&world.client, Method::POST, "/api/v1/todos", &alice, Some(json!([batch[0].clone()]))).await;
     assert_eq!(again.status, 200, "{}", again.text);
     assert_eq!(world.pending(&alice, &ep.scope, "inbox").await.len(), 1);
-    // The agent drains the batch in the order it was sent.
-    assert!(claim_next(&world.client, &ep, json!({"queue": "inbox"})).await.is_some());
+    // The agent drains the batch in the order it was sent: one instant, first-sent first.
+    let sent: Vec<Option<String>> =
+        (0..2).map(|i| created.body["todos"][i]["todo"]["id"].as_str().map(str::to_string)).collect();
+    let mut drained = Vec::new();
+    for _ in 0..2 {
+        drained.push(claim_next(&world.client, &ep, json!({})).await);
+    }
+    assert_eq!(drained, sent);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,19 +88,27 @@ const RELEASE: &str = "WITH {HELD}, \
 static BACKOFF_SECONDS: LazyLock<Vec<i64>> =
     LazyLock::new(|| (1..=MAX_ATTEMPTS_LIMIT).map(|attempt| retry_backoff(attempt).num_seconds()).collect());
 
-/// One held-verb statement's text, the shared parts spelled out.
-fn statement(verb: &str) -> sqlx::AssertSqlSafe<String> {
-    sqlx::AssertSqlSafe(verb.replace("{HELD}", HELD).replace("{TODO_COLUMNS}", TODO_COLUMNS))
+/// A held-verb statement's text with the shared parts spelled out: built once per process, not
+/// on every call of these hot-path verbs.
+type Statement = LazyLock<String>;
+
+fn spelled_out(verb: &str) -> String {
+    verb.replace("{HELD}", HELD).replace("{TODO_COLUMNS}", TODO_COLUMNS)
 }
+
+static HEARTBEAT_SQL: Statement = LazyLock::new(|| spelled_out(HEARTBEAT));
+static COMPLETE_SQL: Statement = LazyLock::new(|| spelled_out(COMPLETE));
+static FAIL_SQL: Statement = LazyLock::new(|| spelled_out(FAIL));
+static RELEASE_SQL: Statement = LazyLock::new(|| spelled_out(RELEASE));
 
 type HeldQuery = QueryAs<'static, Postgres, TodoRow, PgArguments>;
 
 impl PgStore {
     /// Binds `$1`..`$7` of a held-verb statement: the todo, the caller's holder label, the clock
     /// and the queues the caller may act on.
-    fn held_query(&self, verb: &str, actor: &Actor, id: &str) -> HeldQuery {
+    fn held_query(&self, statement: &'static Statement, actor: &Actor, id: &str) -> HeldQuery {
         let access = actor.todo_access();
-        sqlx::query_as(statement(verb))
+        sqlx::query_as(sqlx::AssertSqlSafe(statement.as_str()))
             .bind(id.to_string())
             .bind(actor.label())
             .bind(self.now_param())
@@ -118,19 +126,19 @@ impl PgStore {
     }
 
     pub(crate) async fn heartbeat_held(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Option<Todo>> {
-        self.run_held(self.held_query(HEARTBEAT, actor, id).bind(lease_seconds)).await
+        self.run_held(self.held_query(&HEARTBEAT_SQL, actor, id).bind(lease_seconds)).await
     }
 
     pub(crate) async fn complete_held(&self, actor: &Actor, id: &str, result: &Option<Value>) -> Result<Option<Todo>> {
-        self.run_held(self.held_query(COMPLETE, actor, id).bind(result.clone())).await
+        self.run_held(self.held_query(&COMPLETE_SQL, actor, id).bind(result.clone())).await
     }
 
     pub(crate) async fn fail_held(&self, actor: &Actor, id: &str, result: &Option<Value>) -> Result<Option<Todo>> {
-        let query = self.held_query(FAIL, actor, id).bind(result.clone()).bind(BACKOFF_SECONDS.as_slice());
+        let query = self.held_query(&FAIL_SQL, actor, id).bind(result.clone()).bind(BACKOFF_SECONDS.as_slice());
         self.run_held(query).await
     }
 
     pub(crate) async fn release_held(&self, actor: &Actor, id: &str) -> Result<Option<Todo>> {
-        self.run_held(self.held_query(RELEASE, actor, id)).await
+        self.run_held(self.held_query(&RELEASE_SQL, actor, id)).await
     }
 }
