@@ -31,6 +31,7 @@ macro_rules! or_rollback {
 mod admission;
 mod batch;
 mod claim;
+mod claim_unbudgeted;
 mod held;
 mod hooks;
 mod intake;
