@@ -75,6 +75,42 @@ pub fn decide(policy: &Policy, in_flight: i64, used: i64) -> Decision {
     Decision::Admit
 }
 
+/// Group admission (issue #15): [`decide`] for a transaction's claims in turn under one lock,
+/// each seeing the claims admitted before it, exactly as single claims one after another would.
+/// `observed.in_flight` counts every claimed todo of the queue, the candidates included;
+/// `takes_over[turn]` says whether that turn's candidate is a lapsed claim, which is counted
+/// there but not against its own takeover and which stays one claim when taken over. Each
+/// admitted claim adds one unit of usage when the policy charges. `used_seen` is what the
+/// decision is given as usage (the engine's seeded-bug hook; the identity otherwise).
+pub fn decide_in_turn(
+    policy: &Policy,
+    observed: &Observation,
+    takes_over: &[bool],
+    used_seen: impl Fn(i64) -> i64,
+) -> InTurn {
+    let (mut in_flight, mut used) = (observed.in_flight, observed.used);
+    let mut admitted = Vec::with_capacity(takes_over.len());
+    for &takes_over in takes_over {
+        let seen = Observation { in_flight: in_flight - i64::from(takes_over), used, ..*observed };
+        if let Decision::Refuse(reason) = decide(policy, seen.in_flight, used_seen(seen.used)) {
+            return InTurn { admitted, refused: Some((reason, seen)) };
+        }
+        admitted.push(seen);
+        in_flight += i64::from(!takes_over);
+        used += i64::from(policy.charges());
+    }
+    InTurn { admitted, refused: None }
+}
+
+/// What [`decide_in_turn`] concluded: for each admitted claim, in turn, the observation it was
+/// decided on (its in-flight count without itself, for its headroom); and for the first refused
+/// one, if any, why and on what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InTurn {
+    pub admitted: Vec<Observation>,
+    pub refused: Option<(Reason, Observation)>,
+}
+
 impl Policy {
     /// Validates a full-replace request `{max_in_flight, max_claims_per_window, window: {period,
     /// tz, start, weekday?}}`, naming the first offending field (REQ-1).

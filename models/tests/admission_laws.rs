@@ -1,6 +1,7 @@
 //! The laws of the pure admission core, checked over random inputs (issue #14, item 6): raising a
 //! limit never turns an admit into a refusal, `decide` admits exactly when every limit has room,
-//! and the headroom a claim or a status reports adds up (`used + remaining = max`). The window
+//! and the headroom a claim or a status reports adds up (`used + remaining = max`); a group
+//! admitted in turn (issue #15) takes exactly the room single claims would. The window
 //! laws (a window contains its instant, the next starts at its end) are
 //! `windows_oracle.rs`'s `req5_windows_tile_the_timeline`.
 //!
@@ -8,7 +9,7 @@
 //! second one (the issue names quickcheck; the laws are the point, not the crate).
 
 use chrono::{DateTime, Duration, Utc};
-use models::admission::{Decision, Headroom, Observation, Policy, Reason, decide, status};
+use models::admission::{Decision, Headroom, Observation, Policy, Reason, decide, decide_in_turn, status};
 use models::window::WindowSpec;
 use proptest::prelude::*;
 
@@ -72,6 +73,53 @@ proptest! {
         prop_assert_eq!(decision == Decision::Admit, admits, "{:?}", decision);
         if max_in_flight == Some(0) || max_claims == Some(0) {
             prop_assert_eq!(decision, Decision::Refuse(Reason::Paused));
+        }
+    }
+
+    // SPEC-0030 REQ-4 with issue #15's group admission: deciding a group's claims in turn admits
+    // what single claims one after another would (each seeing the last one's claim and charge,
+    // a takeover not counting itself), and never more than every limit's room.
+    #[test]
+    fn req4_a_group_decided_in_turn_admits_what_single_claims_in_sequence_would(
+        max_in_flight in limit(),
+        max_claims in limit(),
+        settled in 0..60i64,
+        used in 0..60i64,
+        takes_over in proptest::collection::vec(any::<bool>(), 0..12),
+    ) {
+        let policy = policy(max_in_flight, max_claims);
+        // Every lapsed candidate is still counted in flight.
+        let lapsed = takes_over.iter().filter(|t| **t).count() as i64;
+        let observed = Observation {
+            now: instant(0),
+            in_flight: settled + lapsed,
+            used,
+            earliest_lease_expiry: None,
+            reaper_interval: Duration::seconds(5),
+        };
+        let group = decide_in_turn(&policy, &observed, &takes_over, |used| used);
+
+        let (mut in_flight, mut single_used, mut single_admitted) = (settled + lapsed, used, 0);
+        for takes_over in &takes_over {
+            let without_itself = in_flight - i64::from(*takes_over);
+            if decide(&policy, without_itself, single_used) != Decision::Admit {
+                break;
+            }
+            prop_assert_eq!(group.admitted.get(single_admitted).map(|seen| seen.in_flight), Some(without_itself));
+            single_admitted += 1;
+            in_flight += i64::from(!*takes_over);
+            single_used += i64::from(policy.charges());
+        }
+        prop_assert_eq!(group.admitted.len(), single_admitted);
+        prop_assert_eq!(group.refused.is_some(), single_admitted < takes_over.len());
+        if let Some((reason, seen)) = group.refused {
+            prop_assert_eq!(decide(&policy, seen.in_flight, seen.used), Decision::Refuse(reason));
+        }
+        if let (Some(max), false) = (max_in_flight, group.admitted.is_empty()) {
+            prop_assert!(in_flight <= max.max(settled + lapsed), "{} in flight > {}", in_flight, max);
+        }
+        if let (Some(max), false) = (max_claims, group.admitted.is_empty()) {
+            prop_assert!(used + group.admitted.len() as i64 <= max);
         }
     }
 
