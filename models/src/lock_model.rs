@@ -12,7 +12,7 @@
 //! only the locking around it is modelled. How the model maps to the SQL:
 //!
 //! - `todos[i].lock()`, rank 1: step 1, `SELECT … FROM todos … FOR UPDATE [SKIP LOCKED]`
-//!   (`pick_candidate`, `lock_todo`).
+//!   (`pick_candidates`, `lock_todo`; a group claim takes several, without waiting).
 //! - `policy.lock()`, rank 2: steps 2–3, `SELECT … FROM admission_policies … FOR UPDATE`
 //!   (`lock_policy`), blocking.
 //! - `PolicyRow::used_in_window`: the `admission_windows` counter row. It is only ever written
@@ -28,7 +28,9 @@
 //! already holds. A wrong order therefore fails at once and on every run with "lock order
 //! violation", instead of as a deadlock that loom would report by aborting the test process.
 //! The strict inequality also encodes the rest of REQ-4's lock rules: two todos or two policies
-//! (equal ranks) are never held together, and no todo is waited on under the policy lock.
+//! (equal ranks) are never waited for together, and no todo is waited on under the policy lock.
+//! The one exception is a lock that never waits (`try_lock`, `SKIP LOCKED`): a group claim
+//! (`claim_group`, issue #15) takes several todo locks that way, all before the policy lock.
 //!
 //! `Protocol` carries two deliberately broken variants so the tests can show that the model
 //! notices each mistake. Nothing outside this file's tests uses them, and nothing in production
@@ -50,24 +52,37 @@ pub const POLICY_ROW_RANK: u8 = 2;
 /// Rank of the commit log, which stands for the committed state reads see: innermost.
 pub const COMMIT_LOG_RANK: u8 = 3;
 
-/// Ranks are bits of one word, so the highest usable rank is its width minus one.
+/// The highest usable rank.
 const RANK_MAX: u8 = 31;
 
-// The ranks this thread holds, one bit per rank. A set rather than a "highest held" value, so a
-// guard dropped out of acquisition order still leaves the right ranks behind.
+// How many locks of each rank this thread holds. Counts rather than a "highest held" value, so
+// a guard dropped out of acquisition order still leaves the right ranks behind, and a group claim
+// may hold several todo locks taken without waiting.
+type HeldRanks = [u8; RANK_MAX as usize + 1];
 #[cfg(loom)]
 loom::thread_local! {
-    static HELD_RANKS: Cell<u32> = Cell::new(0);
+    static HELD_RANKS: Cell<HeldRanks> = Cell::new([0; RANK_MAX as usize + 1]);
 }
 #[cfg(not(loom))]
 std::thread_local! {
-    static HELD_RANKS: Cell<u32> = const { Cell::new(0) };
+    static HELD_RANKS: Cell<HeldRanks> = const { Cell::new([0; RANK_MAX as usize + 1]) };
 }
 
 /// The highest rank this thread holds; 0 when it holds none.
 fn highest_held_rank() -> u8 {
-    // `checked_ilog2` of a u32 is at most 31, so the narrowing cannot truncate.
-    HELD_RANKS.with(Cell::get).checked_ilog2().map_or(0, |bit| bit as u8)
+    let held = HELD_RANKS.with(Cell::get);
+    // The array has RANK_MAX + 1 entries, so the index fits a u8.
+    held.iter().rposition(|count| *count > 0).map_or(0, |rank| rank as u8)
+}
+
+/// Counts one more (`true`) or one fewer lock of `rank` held by this thread.
+fn note_held(rank: u8, acquired: bool) {
+    HELD_RANKS.with(|held| {
+        let mut counts = held.get();
+        let count = &mut counts[usize::from(rank)];
+        *count = if acquired { *count + 1 } else { *count - 1 };
+        held.set(counts);
+    });
 }
 
 /// A mutex with a rank: locking it while holding a lock of the same or a higher rank panics
@@ -99,15 +114,30 @@ impl<T> Ranked<T> {
         // failed; the data is still the best evidence for the invariant checks, so use it. (loom
         // never reports poisoning: it panics in that case itself.)
         let guard = self.mutex.lock().unwrap_or_else(PoisonError::into_inner);
-        HELD_RANKS.with(|held| held.set(held.get() | 1 << self.rank));
+        note_held(self.rank, true);
         RankedGuard { rank: self.rank, guard }
+    }
+
+    /// Locks without waiting (`SKIP LOCKED`), or None when another thread holds the lock. Never
+    /// waiting, it cannot deadlock, so it may join locks of its own rank (a group claim's
+    /// candidates); a rank below one held is still refused, as the protocol takes it first.
+    pub fn try_lock(&self) -> Option<RankedGuard<'_, T>> {
+        let highest = highest_held_rank();
+        assert!(self.rank >= highest, "lock order violation: rank {} acquired while holding rank {highest}", self.rank);
+        let guard = match self.mutex.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        note_held(self.rank, true);
+        Some(RankedGuard { rank: self.rank, guard })
     }
 }
 
 impl<T> Drop for RankedGuard<'_, T> {
     fn drop(&mut self) {
-        // The bit is cleared just before the mutex field is dropped; nothing runs in between.
-        HELD_RANKS.with(|held| held.set(held.get() & !(1 << self.rank)));
+        // The count drops just before the mutex field is dropped; nothing runs in between.
+        note_held(self.rank, false);
     }
 }
 
@@ -337,6 +367,51 @@ fn claim_policy_first(db: &Db, todo_index: usize, after_decision: &dyn Fn()) -> 
     Outcome::Claimed
 }
 
+/// One group claim (issue #15, group admission; `claim.rs`, `claim_next_in_turn`): `members`
+/// claimers of one queue served by one transaction. Step 1 locks the `candidates` that are
+/// free, without waiting (`SKIP LOCKED`), all before step 2–3's blocking policy lock; then 4–6
+/// run claimer by claimer under that lock, each decision reading in-flight and usage as this
+/// transaction sees them (its own claims included), until one is refused; one commit. Returns
+/// one outcome per member, in turn: `AlreadyClaimed` for a member left without a candidate.
+pub fn claim_group(db: &Db, candidates: &[usize], members: usize) -> Vec<Outcome> {
+    // 1. The free candidates, locked without waiting; a locked or claimed one is skipped.
+    let mut locked: Vec<(usize, RankedGuard<'_, TodoRow>)> = candidates
+        .iter()
+        .filter_map(|&index| db.todos[index].try_lock().map(|row| (index, row)))
+        .filter(|(_, row)| !row.claimed)
+        .collect();
+    locked.truncate(members);
+    let mut outcomes = vec![Outcome::AlreadyClaimed; members];
+    if locked.is_empty() {
+        return outcomes;
+    }
+    // 2–3. The policy row, blocking, while holding every candidate.
+    let mut policy_row = db.policy.lock();
+    let committed_in_flight = db.in_flight();
+    let mut claimed: Vec<(usize, i64)> = Vec::new();
+    for (turn, (index, todo_row)) in locked.iter_mut().enumerate() {
+        // 4–5. This transaction's own claims count, as its reads see them.
+        let in_flight = committed_in_flight + claimed.len() as i64;
+        match admission::decide(&policy_row.policy, in_flight, policy_row.used_in_window) {
+            Decision::Refuse(reason) => {
+                outcomes[turn] = Outcome::Refused(reason);
+                break;
+            }
+            Decision::Admit => {
+                todo_row.claimed = true;
+                policy_row.used_in_window += 1;
+                claimed.push((*index, policy_row.used_in_window));
+                outcomes[turn] = Outcome::Claimed;
+            }
+        }
+    }
+    // 6. One commit for the group, before either lock is released.
+    for (index, used_after_charge) in claimed {
+        db.commit(index, used_after_charge);
+    }
+    outcomes
+}
+
 /// The scenarios, written once against whichever threads the build has: loom's under
 /// `--cfg loom` (explored exhaustively or up to a preemption bound), std's otherwise (run once).
 #[cfg(test)]
@@ -429,6 +504,39 @@ mod scenarios {
         );
     }
 
+    /// A group claim of two members over todos 0 and 1 beside a single claimer of todo 1 (or
+    /// of `single_todo`), each on its own thread; checks the invariants and returns every
+    /// outcome, the group's first.
+    pub fn group_beside_single(db: Db, single_todo: usize) -> Vec<Outcome> {
+        let db = Arc::new(db);
+        let group = {
+            let db = Arc::clone(&db);
+            thread::spawn(move || claim_group(&db, &[0, 1], 2))
+        };
+        let single = {
+            let db = Arc::clone(&db);
+            thread::spawn(move || claim(&db, single_todo, Protocol::Production))
+        };
+        let mut outcomes = group.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        outcomes.push(single.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        let committed = db.check();
+        assert_eq!(committed, outcomes.iter().filter(|o| **o == Outcome::Claimed).count(), "{outcomes:?}");
+        outcomes
+    }
+
+    /// A group of two and a single claimer on another todo, one unit left: one claim commits.
+    pub fn group_and_single_one_unit_left() {
+        let outcomes = group_beside_single(Db::new(3, ONE_UNIT_LEFT), 2);
+        assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Claimed).count(), 1, "{outcomes:?}");
+    }
+
+    /// A group of two and a single claimer racing for todo 1, room for two: two claims commit,
+    /// each todo at most once, whoever wins the race.
+    pub fn group_and_single_racing_room_for_two() {
+        let outcomes = group_beside_single(Db::new(2, ROOM_FOR_TWO), 1);
+        assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Claimed).count(), 2, "{outcomes:?}");
+    }
+
     /// A `Production` claimer and a policy-first claimer on the same todo: the pair that can
     /// deadlock. Both run on spawned threads: had the model's own thread panicked while a thread
     /// it spawned had not yet started, loom would abort the process during cleanup (measured)
@@ -491,6 +599,26 @@ mod loom_tests {
         explore("req4_three_claimers_cannot_exceed_the_window_limit", Some(3), scenarios::three_claimers_one_unit_left);
     }
 
+    // SPEC-0030 REQ-4, with issue #15's group admission
+    #[test]
+    fn req4_a_group_claim_and_a_single_claim_cannot_exceed_the_window_limit() {
+        explore(
+            "req4_a_group_claim_and_a_single_claim_cannot_exceed_the_window_limit",
+            None,
+            scenarios::group_and_single_one_unit_left,
+        );
+    }
+
+    // SPEC-0030 REQ-4, with issue #15's group admission
+    #[test]
+    fn req4_a_group_claim_racing_a_single_claim_claims_each_todo_once() {
+        explore(
+            "req4_a_group_claim_racing_a_single_claim_claims_each_todo_once",
+            None,
+            scenarios::group_and_single_racing_room_for_two,
+        );
+    }
+
     // SPEC-0030 REQ-4
     #[test]
     #[should_panic(expected = "over-admission")]
@@ -538,6 +666,46 @@ mod std_tests {
     #[test]
     fn req4_three_claimers_cannot_exceed_the_window_limit() {
         scenarios::three_claimers_one_unit_left();
+    }
+
+    // SPEC-0030 REQ-4, with issue #15's group admission
+    #[test]
+    fn req4_a_group_claim_and_a_single_claim_cannot_exceed_the_window_limit() {
+        scenarios::group_and_single_one_unit_left();
+    }
+
+    // SPEC-0030 REQ-4, with issue #15's group admission
+    #[test]
+    fn req4_a_group_claim_racing_a_single_claim_claims_each_todo_once() {
+        scenarios::group_and_single_racing_room_for_two();
+    }
+
+    // Issue #15: a group's decisions see its own claims, so the member past the cap is refused
+    // and the ones before it are claimed.
+    #[test]
+    fn a_group_claim_admits_members_in_turn_until_the_cap() {
+        let db = Db::new(3, Limits { max_claims_per_window: 10, max_in_flight: 2 });
+        let outcomes = claim_group(&db, &[0, 1, 2], 3);
+        assert_eq!(outcomes, vec![Outcome::Claimed, Outcome::Claimed, Outcome::Refused(Reason::InFlightFull)]);
+        assert_eq!(db.check(), 2);
+    }
+
+    #[test]
+    fn try_lock_joins_its_own_rank_and_skips_a_held_lock() {
+        let (first, second) = (Ranked::new(TODO_ROW_RANK, ()), Ranked::new(TODO_ROW_RANK, ()));
+        let _first = first.try_lock().expect("free");
+        let second_guard = second.try_lock().expect("a second lock of the same rank, taken without waiting");
+        assert!(std::thread::scope(|scope| scope.spawn(|| second.try_lock().is_none()).join().expect("join")));
+        drop(second_guard);
+        assert_eq!(highest_held_rank(), TODO_ROW_RANK, "one todo lock is still held");
+    }
+
+    #[test]
+    #[should_panic(expected = "lock order violation: rank 1 acquired while holding rank 2")]
+    fn try_lock_still_refuses_a_todo_under_the_policy_lock() {
+        let (todo, policy) = (Ranked::new(TODO_ROW_RANK, ()), Ranked::new(POLICY_ROW_RANK, ()));
+        let _policy = policy.lock();
+        let _todo = todo.try_lock();
     }
 
     // SPEC-0030 REQ-4. A single std run rarely hits the race, so a barrier holds both claimers
