@@ -61,8 +61,9 @@ pub struct LoadArgs {
     /// fails closed (admission_unavailable, nothing charged).
     #[arg(long, env = "SWITCHBOARD_DB_LOCK_TIMEOUT_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub db_lock_timeout_seconds: u64,
-    /// Budgeted claimers of one queue set that may hold a database connection at once on this
-    /// replica; the rest wait without one (for at most the lock timeout).
+    /// Budgeted claim_next calls of one queue set that one claim transaction on this replica
+    /// serves at most (group admission); the rest wait without a database connection for the
+    /// next one (each for at most the lock timeout).
     #[arg(long, env = "SWITCHBOARD_CLAIMERS_PER_QUEUE_SET", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub claimers_per_queue_set: u32,
 }

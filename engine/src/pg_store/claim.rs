@@ -5,16 +5,23 @@
 //!    different rows), a blocking `FOR UPDATE` for `claim` of a named todo;
 //! 2. look up the queue identity's policy (one indexed lookup; none → the base claim, untouched);
 //! 3. lock the policy row `FOR UPDATE` (blocking; for `claim_next` 1–3 are one statement whose
-//!    candidate CTE is materialised, so the todo is locked first; for `claim`, 2 and 3 are one);
+//!    candidate CTEs are materialised, so the todos are locked first; for `claim`, 2 and 3 are one);
 //! 4. read `clock_timestamp()` after the lock, then in-flight (not counting the candidate) and the
 //!    current window's usage;
 //! 5. decide with `models::admission::decide`, the function the reference model uses;
 //! 6. refuse → roll back, and `claim_next` goes on to its other queues without the refused one;
 //!    admit → claim, charge one unit, commit.
 //!
+//! Group admission (issue #15): the budgeted `claim_next` calls of one replica on the same queues
+//! queue up (`groups.rs`) and one transaction serves them in turn. Step 1 then locks up to one
+//! candidate per claimer, all of the oldest candidate's queue, and 4–5 run again for each
+//! claimer under the one policy lock, so each decision sees the claims made before it; the first
+//! refusal ends the group's claims on that queue, and 6 commits every claim made at once.
+//!
 //! A transaction holds at most one policy lock and never waits on a todo lock while holding it:
-//! the todo is always locked first. Dropping a transaction on any early return (an error, a
-//! cancelled request) rolls it back, so nothing is charged that did not commit (REQ-13).
+//! the todos are always locked first. Dropping a transaction on any early return (an error, a
+//! cancelled request) rolls it back, so nothing is charged that did not commit (REQ-13); a
+//! group's claimer that has gone by its turn is left out.
 //!
 //! This file holds only the I/O. What a refusal means for `claim_next`'s next pick, the deferred
 //! list, the headroom and the `deferred` error are pure rules in `models` (`models::claim`,
@@ -25,6 +32,7 @@
 
 use super::admission::Pending;
 use super::claim_unbudgeted::FastPath;
+use super::groups::{Member, Turns};
 use super::mutant_hooks;
 use super::rows::{LockedPolicy, PolicyLimitsRow, TodoRow, identity_of, lock_policy, lock_todo};
 use super::sql::{
@@ -32,13 +40,13 @@ use super::sql::{
 };
 use super::{BudgetedHint, PgStore, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
-use models::admission::{self, Decision, Headroom, Observation, Policy, Reason};
+use models::admission::{self, Headroom, Observation, Policy, Reason};
 use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::scope::Actor;
 use models::store::{ClaimNext, Claimed};
-use models::todo::Todo;
+use models::todo::{Todo, TodoState};
 use sqlx::{Postgres, Transaction};
 
 /// A candidate locked by step 1. `claim` names a todo that may not be claimable, so it carries
@@ -48,12 +56,32 @@ struct Candidate {
     id: String,
     identity: QueueIdentity,
     named: Option<Todo>,
+    /// A lapsed claim: counted in flight, but not against its own takeover.
+    takes_over: bool,
 }
 
-/// What steps 2–6 concluded for a locked candidate.
-enum Admission {
-    Claimed(Box<Claimed>),
-    Refused { reason: Reason, hint: models::admission::AdmissionHint, now: Option<DateTime<Utc>> },
+/// Who a candidate is claimed for.
+#[derive(Clone, Copy)]
+struct Claimant<'a> {
+    actor: &'a Actor,
+    lease_seconds: i64,
+}
+
+/// A locked candidate offered to a claimant; a transaction's offers are taken in turn.
+type Offer<'a> = (&'a Candidate, Claimant<'a>);
+
+/// What steps 2–6 concluded for a transaction's offers: the claims made (not yet committed), in
+/// turn, and the refusal that ended them, if one did.
+struct Admission {
+    claimed: Vec<Claimed>,
+    refused: Option<Refusal>,
+}
+
+/// Why a claim was refused, and the hint its answer carries (REQ-7).
+struct Refusal {
+    reason: Reason,
+    hint: models::admission::AdmissionHint,
+    now: Option<DateTime<Utc>>,
 }
 
 /// Steps 2–3's outcome: the policy locked (None: the queue has none), or the database error
@@ -67,20 +95,25 @@ struct CandidateRow {
     endpoint_id: Option<String>,
     team_id: Option<String>,
     queue: String,
+    takes_over: bool,
 }
 
 impl CandidateRow {
     fn into_candidate(self) -> Result<Candidate> {
-        Ok(Candidate { identity: identity_of(self.endpoint_id, self.team_id, self.queue)?, id: self.id, named: None })
+        let identity = identity_of(self.endpoint_id, self.team_id, self.queue)?;
+        Ok(Candidate { identity, id: self.id, named: None, takes_over: self.takes_over })
     }
 }
 
-/// Steps 1–3 in one statement: the candidate and its policy row, locked (all policy columns
+/// Steps 1–3 in one statement: the candidates and their policy row, locked (all policy columns
 /// NULL when the queue has none).
 #[derive(sqlx::FromRow)]
 struct LockedCandidateRow {
     #[sqlx(flatten)]
     candidate: CandidateRow,
+    /// The further candidates of the same queue, in claim order, and which are lapsed claims.
+    more_ids: Vec<String>,
+    more_take_over: Vec<bool>,
     policy_id: Option<String>,
     #[sqlx(flatten)]
     limits: PolicyLimitsRow,
@@ -118,64 +151,73 @@ impl PgStore {
                 FastPath::Budgeted => self.budgeted_hint.mark(set, true),
             }
         }
-        // At most a few claimers of this queue set hold a connection while the policy lock
-        // serializes them; the rest wait here, holding nothing (issue #14, `waiters.rs`).
-        let _permit = self.claim_waiters.enter(set).await?;
-        let answer = self.claim_next_budgeted(actor, queues, lease_seconds).await?;
+        // Budgeted claimers of this queue set join one transaction on this replica, taking
+        // their claims in turn under one policy lock; the rest wait in memory, holding nothing
+        // (issue #15, `groups.rs`).
+        let answer = self.claim_groups.claim_next(self, set, actor, queues, lease_seconds).await?;
         if matches!(&answer, ClaimNext::Claimed(claimed) if claimed.admission.is_none()) {
             self.budgeted_hint.mark(set, false);
         }
         Ok(answer)
     }
 
-    /// The transactional path of `claim_next`, once the oldest candidate turned out budgeted.
-    async fn claim_next_budgeted(
-        &self,
-        actor: &Actor,
-        queues: &[QueueIdentity],
-        lease_seconds: i64,
-    ) -> Result<ClaimNext> {
-        // The oldest candidate has a policy: claim under the lock, queue by queue, each refused
-        // queue excluded from the next pick; `ClaimNextRounds` keeps that account (REQ-4, REQ-7).
+    /// The transactional path of `claim_next`, once the oldest candidate turned out budgeted,
+    /// for a group of claimers of one queue set (one, when claims do not overlap), answering
+    /// each (the module's "group admission"). A refused queue is excluded from the next pick for
+    /// everyone left (`ClaimNextRounds`; REQ-4, REQ-7): the claimers share their queues.
+    pub(crate) async fn claim_next_group(&self, queues: &[QueueIdentity], members: Vec<Member>) {
+        let mut turns = Turns::new(members);
+        if let Err(error) = self.claim_next_in_turn(queues, &mut turns).await {
+            turns.answer_all(Err(error));
+        }
+    }
+
+    /// `claim_next_group`'s rounds. Answers each claimer as its claim commits or its answer is
+    /// known; on an error the claimers still in `turns` are owed it.
+    async fn claim_next_in_turn(&self, queues: &[QueueIdentity], turns: &mut Turns) -> Result<()> {
         let mut rounds = ClaimNextRounds::new(queues);
         for _ in 0..ClaimNextRounds::ROUNDS_MAX {
             for _ in 0..=queues.len() {
+                let present = turns.present();
+                if present == 0 {
+                    return Ok(());
+                }
                 let mut tx = self.begin().await?;
-                let picked = match self.pick_candidate(&mut tx, queues, rounds.excluded()).await {
+                let picked = match self.pick_candidates(&mut tx, queues, rounds.excluded(), present).await {
                     Ok(picked) => picked,
                     Err(error) => {
-                        // REQ-9: the statement that locks the candidate and its policy failed.
-                        // Take the steps one statement each, so a policy that cannot be locked
-                        // or read fails only its own queue and the others are still served.
+                        // REQ-9: the statement that locks the candidates and their policy
+                        // failed. Take the steps one statement each, so a policy that cannot be
+                        // locked or read fails only its own queue and the others are still served.
                         tracing::warn!(%error, "claim_next candidate pick failed; retrying step by step");
                         finish(tx, Ok(())).await.ok();
                         tx = self.begin().await?;
-                        or_rollback!(tx, self.pick_candidate_step_by_step(&mut tx, queues, rounds.excluded()).await)
+                        match self.pick_candidate_step_by_step(&mut tx, queues, rounds.excluded()).await {
+                            Ok(picked) => picked.map(|(candidate, policy)| (vec![candidate], policy)),
+                            Err(error) => return finish(tx, Err(error)).await,
+                        }
                     }
                 };
-                let Some((candidate, policy)) = picked else {
+                let Some((candidates, policy)) = picked else {
                     finish(tx, Ok(())).await?;
                     break;
                 };
-                match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, policy, lease_seconds).await) {
-                    Admission::Claimed(claimed) => {
-                        tx.commit().await.map_err(db_error)?;
-                        self.counters
-                            .claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
-                        return Ok(ClaimNext::Claimed(claimed));
-                    }
-                    Admission::Refused { reason, .. } => {
-                        tx.rollback().await.map_err(db_error)?;
-                        self.counters.refused(&candidate.identity.queue, reason);
-                        if mutant_hooks::claim_next_gives_up_after_refusal() {
-                            return Ok(ClaimNext::Empty { deferred: vec![] });
-                        }
-                        if rounds.refused(candidate.identity) {
-                            let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
-                            for (identity, reason) in rounds.exclude_deferred(statuses) {
-                                self.counters.refused(&identity.queue, reason);
-                            }
-                        }
+                let (claimed, refused) = match self.admit_in_turn(&mut tx, &candidates, policy, turns).await {
+                    Ok(outcome) => outcome,
+                    Err(error) => return finish(tx, Err(error)).await,
+                };
+                self.commit_claims(tx, claimed, turns).await?;
+                let Some(reason) = refused else { continue };
+                let identity = candidates[0].identity.clone();
+                self.counters.refused(&identity.queue, reason);
+                if mutant_hooks::claim_next_gives_up_after_refusal() {
+                    turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
+                    return Ok(());
+                }
+                if rounds.refused(identity) {
+                    let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
+                    for (identity, reason) in rounds.exclude_deferred(statuses) {
+                        self.counters.refused(&identity.queue, reason);
                     }
                 }
             }
@@ -184,10 +226,68 @@ impl PgStore {
             let statuses =
                 if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(excluded, Pending::Count).await? };
             if let Exhausted::Answer(answer) = rounds.exhausted(statuses) {
-                return Ok(answer);
+                turns.answer_all(Ok(answer));
+                return Ok(());
             }
         }
-        Ok(ClaimNext::Empty { deferred: vec![] })
+        turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
+        Ok(())
+    }
+
+    /// Step 6 for a group: one commit for every claim made, then each claimer gets its claim.
+    /// Nothing claimed → roll back. A failed commit puts the claimers back, owed the error.
+    async fn commit_claims(
+        &self,
+        tx: Transaction<'static, Postgres>,
+        claimed: Vec<(Member, Claimed)>,
+        turns: &mut Turns,
+    ) -> Result<()> {
+        if claimed.is_empty() {
+            return tx.rollback().await.map_err(db_error);
+        }
+        if let Err(error) = tx.commit().await {
+            turns.put_back(claimed.into_iter().map(|(member, _)| member));
+            return Err(db_error(error));
+        }
+        for (member, claimed) in claimed {
+            self.counters.claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
+            member.answer(Ok(ClaimNext::Claimed(Box::new(claimed))));
+        }
+        Ok(())
+    }
+
+    /// Steps 4–6 for the locked `candidates`, offered to the claimers in turn: each claimer
+    /// still waiting takes the next candidate, and a claimer gone by now is left out (REQ-13),
+    /// its candidate going to the next. Returns the claims made (not yet committed) with their
+    /// claimers, and the reason the first refused claimer was refused; it and those after it
+    /// stay first in `turns`.
+    async fn admit_in_turn(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        candidates: &[Candidate],
+        policy: PolicyLock,
+        turns: &mut Turns,
+    ) -> Result<(Vec<(Member, Claimed)>, Option<Reason>)> {
+        let mut members: Vec<Member> = candidates.iter().map_while(|_| turns.next()).collect();
+        let offers: Vec<Offer<'_>> = candidates
+            .iter()
+            .zip(&members)
+            .map(|(candidate, member)| {
+                (candidate, Claimant { actor: &member.actor, lease_seconds: member.lease_seconds })
+            })
+            .collect();
+        let outcome = self.admit_and_claim(tx, &offers, policy).await;
+        drop(offers);
+        match outcome {
+            Ok(Admission { claimed, refused }) => {
+                turns.put_back(members.split_off(claimed.len()));
+                Ok((members.into_iter().zip(claimed).collect(), refused.map(|refusal| refusal.reason)))
+            }
+            Err(error) => {
+                turns.put_back(members);
+                Err(error)
+            }
+        }
     }
 
     pub(crate) async fn claim_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
@@ -197,111 +297,143 @@ impl PgStore {
         let locked = async {
             let todo = lock_todo(&mut tx, id, actor.reach()).await?;
             actor.check_todo_access(&todo.identity)?;
-            Ok(Candidate { id: todo.id.clone(), identity: todo.identity.clone(), named: Some(todo) })
+            let takes_over = todo.state == TodoState::Claimed;
+            Ok(Candidate { id: todo.id.clone(), identity: todo.identity.clone(), named: Some(todo), takes_over })
         }
         .await;
         let candidate = or_rollback!(tx, locked);
 
         // 2–6.
         let policy = lock_policy(&mut tx, &candidate.identity).await;
-        match or_rollback!(tx, self.admit_and_claim(&mut tx, actor, &candidate, policy, lease_seconds).await) {
-            Admission::Claimed(claimed) => {
-                tx.commit().await.map_err(db_error)?;
-                self.counters
-                    .claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
-                Ok(*claimed)
-            }
-            Admission::Refused { reason, hint, now } => {
-                tx.rollback().await.map_err(db_error)?;
-                self.counters.refused(&candidate.identity.queue, reason);
-                Err(deferred_error(&candidate.identity, reason, hint, now))
-            }
+        let offer = (&candidate, Claimant { actor, lease_seconds });
+        let Admission { claimed, refused } = or_rollback!(tx, self.admit_and_claim(&mut tx, &[offer], policy).await);
+        if let Some(claimed) = claimed.into_iter().next() {
+            tx.commit().await.map_err(db_error)?;
+            self.counters.claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
+            return Ok(claimed);
         }
+        tx.rollback().await.map_err(db_error)?;
+        let Refusal { reason, hint, now } = refused.expect("a claim neither made nor refused");
+        self.counters.refused(&candidate.identity.queue, reason);
+        Err(deferred_error(&candidate.identity, reason, hint, now))
     }
 
-    /// Steps 4–6 for a candidate this transaction has locked, with its policy as steps 2–3 found
-    /// and locked it.
+    /// Steps 4–6 for candidates this transaction has locked, all of one queue, each offered to
+    /// its claimant in turn, with the queue's policy as steps 2–3 found and locked it. One clock
+    /// reading, in-flight count and usage read under the lock serve every offer: `decide` runs
+    /// for each in turn, seeing the claims admitted before it (`decide_in_turn`), and the
+    /// admitted ones are claimed and charged in one statement.
     async fn admit_and_claim(
         &self,
         tx: &mut Transaction<'static, Postgres>,
-        actor: &Actor,
-        candidate: &Candidate,
+        offers: &[Offer<'_>],
         policy: PolicyLock,
-        lease_seconds: i64,
     ) -> Result<Admission> {
         let over_admits_on_purpose = mutant_hooks::over_admits_on_purpose();
+        let Some(&(first, _)) = offers.first() else { return Ok(Admission { claimed: vec![], refused: None }) };
         // 2–3. The policy, locked; none → the base claim, taking no admission lock.
         let locked = match policy {
             Ok(locked) => locked,
             Err(error) => {
-                // REQ-9: a policy that cannot be read refuses this candidate, and only it.
-                tracing::warn!(%error, queue = %candidate.identity, "admission policy unreadable; refusing (fail closed)");
+                // REQ-9: a policy that cannot be read refuses this queue's candidates, and only them.
+                tracing::warn!(%error, queue = %first.identity, "admission policy unreadable; refusing (fail closed)");
                 return Ok(unavailable());
             }
         };
         let Some(locked) = locked else {
-            return self.claim_unbudgeted(tx, actor, candidate, lease_seconds).await;
+            return self.claim_unbudgeted(tx, offers).await;
         };
         let policy = match &locked.evaluated {
             Ok(policy) => policy,
             Err(_) if mutant_hooks::fails_open_on_invalid_policy() => {
-                return self.claim_unbudgeted(tx, actor, candidate, lease_seconds).await;
+                return self.claim_unbudgeted(tx, offers).await;
             }
             Err(problem) => {
                 // A named todo that is not claimable anyway (done, held) says so first, as it
                 // does in a queue whose policy reads fine.
-                if candidate.named.is_some() {
-                    check_claimable(candidate, self.clock_after_lock(tx).await?)?;
+                if first.named.is_some() {
+                    check_claimable(first, self.clock_after_lock(tx).await?)?;
                 }
-                tracing::warn!(%problem, queue = %candidate.identity, "admission policy invalid; refusing (fail closed)");
+                tracing::warn!(%problem, queue = %first.identity, "admission policy invalid; refusing (fail closed)");
                 return Ok(unavailable());
             }
         };
 
         // 4. The clock after the lock, then in-flight and usage under it.
-        let observed = self.observe(tx, &locked.id, policy, candidate).await?;
-        check_claimable(candidate, observed.now)?;
-
-        // 5. Decide.
-        match admission::decide(policy, observed.in_flight, mutant_hooks::used_for_decision(observed.used)) {
-            Decision::Refuse(reason) => {
-                let hint = admission::status(policy, &observed).hint;
-                Ok(Admission::Refused { reason, hint, now: Some(observed.now) })
-            }
-            // 6. Claim and charge.
-            Decision::Admit => {
-                let charged_window = policy.charged_window(observed.now);
-                let charge = charged_window.map(|(start, _)| (locked.id.clone(), start));
-                let charge = mutant_hooks::charge(tx, &candidate.id, charge).await?;
-                let (todo, used) = claim_locked(tx, actor, &candidate.id, observed.now, lease_seconds, charge).await?;
-                if let (Some(max), Some(used)) = (policy.max_claims_per_window, used)
-                    && !over_admits_on_purpose
-                {
-                    assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
-                }
-                let headroom = Headroom::after_claim(policy, observed.in_flight, used, charged_window);
-                Ok(Admission::Claimed(Box::new(Claimed { todo, admission: Some(headroom) })))
-            }
+        let observed = self.observe(tx, &locked.id, policy, &first.identity).await?;
+        for (candidate, _) in offers {
+            check_claimable(candidate, observed.now)?;
         }
+
+        // 5. Decide, offer by offer.
+        let takes_over: Vec<bool> = offers
+            .iter()
+            .map(|(candidate, _)| mutant_hooks::takeover_leaves_itself_out(candidate.takes_over))
+            .collect();
+        let in_turn = admission::decide_in_turn(policy, &observed, &takes_over, mutant_hooks::used_for_decision);
+        let refused = in_turn.refused.map(|(reason, seen)| Refusal {
+            reason,
+            hint: admission::status(policy, &seen).hint,
+            now: Some(observed.now),
+        });
+        let admitted = in_turn.admitted.len();
+        if admitted == 0 {
+            return Ok(Admission { claimed: vec![], refused });
+        }
+
+        // 6. Claim the admitted ones and charge one unit each.
+        let charged_window = policy.charged_window(observed.now);
+        let mut charged = Vec::with_capacity(admitted);
+        for (candidate, _) in &offers[..admitted] {
+            let charge = charged_window.map(|(start, _)| (locked.id.clone(), start));
+            charged.push(mutant_hooks::charge(tx, &candidate.id, charge).await?.is_some());
+        }
+        let units = charged.iter().filter(|charged| **charged).count() as i64;
+        let charge = charged_window.filter(|_| units > 0).map(|(start, _)| (locked.id.clone(), start, units));
+        let (todos, used_after) = claim_locked(tx, &offers[..admitted], observed.now, charge).await?;
+        if let (Some(max), Some(used)) = (policy.max_claims_per_window, used_after)
+            && !over_admits_on_purpose
+        {
+            assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
+        }
+        // Each claim's headroom as it stood right after that claim.
+        let mut used_so_far = used_after.map(|used| used - units);
+        let claimed = todos
+            .into_iter()
+            .zip(charged)
+            .zip(&in_turn.admitted)
+            .map(|((todo, charged), seen)| {
+                let used = if charged {
+                    used_so_far = used_so_far.map(|used| used + 1);
+                    used_so_far
+                } else {
+                    None
+                };
+                let headroom = Headroom::after_claim(policy, seen.in_flight, used, charged_window);
+                Claimed { todo, admission: Some(headroom) }
+            })
+            .collect();
+        Ok(Admission { claimed, refused })
     }
 
-    /// The base claim of a locked candidate whose queue has no policy: no admission lock, nothing
-    /// charged.
+    /// The base claim of locked candidates whose queue has no policy: no admission lock, nothing
+    /// charged, every offer claimed.
     async fn claim_unbudgeted(
         &self,
         tx: &mut Transaction<'static, Postgres>,
-        actor: &Actor,
-        candidate: &Candidate,
-        lease_seconds: i64,
+        offers: &[Offer<'_>],
     ) -> Result<Admission> {
         let now = self.clock_after_lock(tx).await?;
-        check_claimable(candidate, now)?;
-        let (todo, _) = claim_locked(tx, actor, &candidate.id, now, lease_seconds, None).await?;
-        Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })))
+        for (candidate, _) in offers {
+            check_claimable(candidate, now)?;
+        }
+        let (todos, _) = claim_locked(tx, offers, now, None).await?;
+        let claimed = todos.into_iter().map(|todo| Claimed { todo, admission: None }).collect();
+        Ok(Admission { claimed, refused: None })
     }
 
-    /// Step 4: the clock (read after the policy lock), the in-flight count without the candidate,
-    /// the earliest lease among them, and the usage of the window containing that clock reading.
+    /// Step 4: the clock (read after the policy lock), the in-flight count of `identity` (the
+    /// candidates that are lapsed claims included), the earliest lease among them, and the usage of the window containing that clock reading.
     /// This must be its own statement, after the lock statement: under READ COMMITTED a
     /// statement's snapshot is taken when it starts, before any lock wait, so counts read in the
     /// locking statement would miss the claim committed by the transaction we waited for.
@@ -310,26 +442,25 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         policy_id: &str,
         policy: &Policy,
-        candidate: &Candidate,
+        identity: &QueueIdentity,
     ) -> Result<Observation> {
         // Guess the window from this host's clock so one round trip usually suffices; if the
         // database's clock lands in another window, read that window's usage as well.
         let guess = policy.window.as_ref().map(|w| w.window_containing(self.clock.now()));
-        // $6 is the guessed window's start; $7 the candidate, which is not counted in flight.
+        // $6 is the guessed window's start.
         const OBSERVE_SQL: &str = "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
                (SELECT w.used FROM admission_windows w WHERE w.policy_id = $5 AND w.window_start = $6) \
              FROM (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
-                   WHERE t.state = 'claimed' AND t.queue = $4 AND t.id <> $7 \
+                   WHERE t.state = 'claimed' AND t.queue = $4 \
                      AND (t.endpoint_id = $2 OR t.team_id = $3)) f";
         let (now, in_flight, earliest, used): (DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<i32>) =
             sqlx::query_as(mutant_hooks::observe_sql(OBSERVE_SQL))
                 .bind(self.now_param())
-                .bind(candidate.identity.endpoint_id())
-                .bind(candidate.identity.team_id())
-                .bind(&candidate.identity.queue)
+                .bind(identity.endpoint_id())
+                .bind(identity.team_id())
+                .bind(&identity.queue)
                 .bind(policy_id)
                 .bind(guess.map(|(start, _)| start))
-                .bind(mutant_hooks::in_flight_leaves_out(&candidate.id))
                 .fetch_one(&mut **tx)
                 .await
                 .map_err(db_error)?;
@@ -357,25 +488,51 @@ impl PgStore {
     }
 
     /// Steps 1–3 of the budgeted path in one statement: the oldest claimable todo outside the
-    /// excluded queues, locked (`SKIP LOCKED`), then its queue's policy looked up by index and
-    /// locked (blocking). The candidate CTE is materialised, so the todo lock is taken before the
-    /// policy lock, and no todo lock is ever waited on.
-    async fn pick_candidate(
+    /// excluded queues and up to `wanted - 1` more of its queue, in claim order, locked (`SKIP
+    /// LOCKED`), then that queue's policy looked up by index and locked (blocking). The candidate
+    /// CTEs are materialised and the policy is joined to their result, so every todo lock is
+    /// taken before the policy lock, and no todo lock is ever waited on.
+    async fn pick_candidates(
         &self,
         tx: &mut Transaction<'static, Postgres>,
         queues: &[QueueIdentity],
         excluded: &[QueueIdentity],
-    ) -> Result<Option<(Candidate, PolicyLock)>> {
+        wanted: usize,
+    ) -> Result<Option<(Vec<Candidate>, PolicyLock)>> {
         let mut binds = Binds::default();
+        let head = candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded);
+        let more = binds.push(wanted.saturating_sub(1) as i64);
+        // The further candidates, read in claim order through the owner's index with the first
+        // candidate's owner and queue as constants (one branch per owner kind; the other finds
+        // nothing), so the scan stops after `more` rows however deep the queue.
+        let more_of = |column: &str| {
+            format!(
+                "SELECT t.id, t.created_at, t.state = 'claimed' AS takes_over FROM todos t, clock \
+                 WHERE t.{column} = (SELECT c.{column} FROM cand c) AND t.queue = (SELECT c.queue FROM cand c) \
+                   AND t.id <> (SELECT c.id FROM cand c) AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
+                 ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT {more}"
+            )
+        };
         let sql = format!(
-            "{} \
-             SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, p.id AS policy_id, p.max_in_flight, \
-               p.max_claims_per_window, p.window_period, p.window_tz, p.window_start, p.window_weekday \
-             FROM cand LEFT JOIN LATERAL ( \
+            "{head}, \
+             more_endpoint AS MATERIALIZED ({}), \
+             more_team AS MATERIALIZED ({}), \
+             more AS (SELECT * FROM more_endpoint UNION ALL SELECT * FROM more_team), \
+             picked AS MATERIALIZED ( \
+               SELECT cand.*, \
+                 coalesce((SELECT array_agg(more.id ORDER BY more.created_at, more.id) FROM more), '{{}}') AS more_ids, \
+                 coalesce((SELECT array_agg(more.takes_over ORDER BY more.created_at, more.id) FROM more), '{{}}') \
+                   AS more_take_over FROM cand) \
+             SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over, cand.more_ids, \
+               cand.more_take_over, p.id AS policy_id, \
+               p.max_in_flight, p.max_claims_per_window, p.window_period, p.window_tz, p.window_start, \
+               p.window_weekday \
+             FROM picked cand LEFT JOIN LATERAL ( \
                SELECT p.* FROM admission_policies p \
                WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
                FOR UPDATE) p ON true",
-            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded)
+            more_of("endpoint_id"),
+            more_of("team_id"),
         );
         let row: Option<LockedCandidateRow> = sqlx::query_as_with(
             sqlx::AssertSqlSafe(mutant_hooks::pick_candidate_sql(sql)),
@@ -386,11 +543,20 @@ impl PgStore {
         .map_err(db_error)?;
         let Some(row) = row else { return Ok(None) };
         let policy = row.policy_id.map(|id| LockedPolicy::new(id, &row.limits));
-        Ok(Some((row.candidate.into_candidate()?, Ok(policy))))
+        let first = row.candidate.into_candidate()?;
+        let identity = first.identity.clone();
+        let more = row.more_ids.into_iter().zip(row.more_take_over).map(|(id, takes_over)| Candidate {
+            id,
+            identity: identity.clone(),
+            named: None,
+            takes_over,
+        });
+        let candidates = std::iter::once(first).chain(more).collect::<Vec<_>>();
+        Ok(Some((candidates, Ok(policy))))
     }
 
     /// Steps 1–3 of the budgeted path one statement each, for when the combined statement of
-    /// `pick_candidate` failed: the candidate is locked alone, then its policy (`lock_policy`). A
+    /// `pick_candidates` failed: the candidate is locked alone, then its policy (`lock_policy`). A
     /// database error on the policy then comes back as that queue's failed read, which
     /// `admit_and_claim` refuses as `admission_unavailable` (REQ-9) and the caller excludes.
     async fn pick_candidate_step_by_step(
@@ -401,7 +567,7 @@ impl PgStore {
     ) -> Result<Option<(Candidate, PolicyLock)>> {
         let mut binds = Binds::default();
         let sql = format!(
-            "{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue FROM cand",
+            "{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand",
             candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded)
         );
         let row: Option<CandidateRow> =
@@ -417,7 +583,9 @@ impl PgStore {
 }
 
 fn unavailable() -> Admission {
-    Admission::Refused { reason: Reason::AdmissionUnavailable, hint: admission::unavailable_status().hint, now: None }
+    let refusal =
+        Refusal { reason: Reason::AdmissionUnavailable, hint: admission::unavailable_status().hint, now: None };
+    Admission { claimed: vec![], refused: Some(refusal) }
 }
 
 /// `conflict` with the todo's state when a named todo is not claimable at `now` (a live claim,
@@ -447,56 +615,74 @@ fn candidate_cte(
     format!(
         "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now), \
          cand AS MATERIALIZED ( \
-           SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
+           SELECT t.id, t.endpoint_id, t.team_id, t.queue, t.state = 'claimed' AS takes_over FROM todos t, clock \
            WHERE {queues} AND NOT {excluded} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
            ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1)"
     )
 }
 
-/// The claim itself on a row this transaction holds: state, lease, attempt + 1, an attempt row
-/// (closing a lapsed claimant's), and, with a window limit, one unit charged to the window
-/// containing `now`. Returns the todo and the window's usage after the charge.
+/// The claim itself on rows this transaction holds, one per offer: state, lease, attempt + 1,
+/// an attempt row (closing a lapsed claimant's), and, with a window limit, `units` charged to the
+/// window containing `now`. Returns the todos in offer order and the window's usage after the
+/// charge.
 async fn claim_locked(
     tx: &mut Transaction<'static, Postgres>,
-    actor: &Actor,
-    id: &str,
+    offers: &[Offer<'_>],
     now: DateTime<Utc>,
-    lease_seconds: i64,
-    charge: Option<(String, DateTime<Utc>)>,
-) -> Result<(Todo, Option<i64>)> {
-    let lease_expires_at = now + Duration::seconds(lease_seconds);
-    let (policy_id, window_start) = charge.unzip();
-    let row: ClaimedRow = sqlx::query_as(composed_sql!(
-        "WITH closed AS ( \
-           UPDATE todo_attempts SET ended_at = $2, outcome = 'lease_expired' WHERE todo_id = $1 AND ended_at IS NULL), \
+    charge: Option<(String, DateTime<Utc>, i64)>,
+) -> Result<(Vec<Todo>, Option<i64>)> {
+    let ids: Vec<&str> = offers.iter().map(|(candidate, _)| candidate.id.as_str()).collect();
+    let owners: Vec<String> = offers.iter().map(|(_, claimant)| claimant.actor.label()).collect();
+    let claimants: Vec<Option<&str>> = offers.iter().map(|(_, claimant)| claimant.actor.endpoint_id()).collect();
+    let leases: Vec<DateTime<Utc>> =
+        offers.iter().map(|(_, claimant)| now + Duration::seconds(claimant.lease_seconds)).collect();
+    let (policy_id, window_start, units) = match charge {
+        Some((policy_id, window_start, units)) => (Some(policy_id), Some(window_start), units),
+        None => (None, None, 0),
+    };
+    let rows: Vec<ClaimedRow> = sqlx::query_as(composed_sql!(
+        "WITH offer AS ( \
+           SELECT * FROM unnest($1::text[], $3::text[], $4::text[], $5::timestamptz[]) \
+             WITH ORDINALITY AS o(id, owner, claimant, lease_expires_at, turn)), \
+         closed AS ( \
+           UPDATE todo_attempts a SET ended_at = $2, outcome = 'lease_expired' FROM offer \
+           WHERE a.todo_id = offer.id AND a.ended_at IS NULL), \
          opened AS ( \
            INSERT INTO todo_attempts (todo_id, seq, claimant, endpoint_id, started_at) \
-           SELECT $1, coalesce(max(seq), 0) + 1, $3, $4, $2 FROM todo_attempts WHERE todo_id = $1), \
+           SELECT offer.id, (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = offer.id), \
+             offer.owner, offer.claimant, $2 FROM offer), \
          charged AS ( \
            INSERT INTO admission_windows AS w (policy_id, window_start, used, updated_at) \
-           SELECT $6, $7, 1, $2 WHERE $6::text IS NOT NULL \
-           ON CONFLICT (policy_id, window_start) DO UPDATE SET used = w.used + 1, updated_at = EXCLUDED.updated_at \
+           SELECT $6, $7, $8, $2 WHERE $6::text IS NOT NULL \
+           ON CONFLICT (policy_id, window_start) DO UPDATE SET used = w.used + EXCLUDED.used, \
+             updated_at = EXCLUDED.updated_at \
            RETURNING w.used), \
          claimed AS ( \
-           UPDATE todos t SET state = 'claimed', owner = $3, claimed_by_endpoint_id = $4, lease_expires_at = $5, \
-             attempt = t.attempt + 1, claimed_at = $2, next_retry_at = NULL, completed_at = NULL, updated_at = $2 \
-           WHERE t.id = $1 RETURNING t.*) \
-         SELECT {TODO_COLUMNS}, (SELECT used FROM charged) AS window_used FROM claimed t"
+           UPDATE todos t SET state = 'claimed', owner = offer.owner, claimed_by_endpoint_id = offer.claimant, \
+             lease_expires_at = offer.lease_expires_at, attempt = t.attempt + 1, claimed_at = $2, \
+             next_retry_at = NULL, completed_at = NULL, updated_at = $2 \
+           FROM offer WHERE t.id = offer.id RETURNING t.*, offer.turn) \
+         SELECT {TODO_COLUMNS}, (SELECT used FROM charged) AS window_used FROM claimed t ORDER BY t.turn"
     ))
-    .bind(id)
+    .bind(&ids)
     .bind(now)
-    .bind(actor.label())
-    .bind(actor.endpoint_id())
-    .bind(lease_expires_at)
+    .bind(&owners)
+    .bind(&claimants)
+    .bind(&leases)
     .bind(policy_id)
     .bind(window_start)
-    .fetch_one(&mut **tx)
+    .bind(units as i32)
+    .fetch_all(&mut **tx)
     .await
     .map_err(db_error)?;
-    let (todo, used) = (row.todo.into_todo()?, row.window_used);
+    if rows.len() != offers.len() {
+        return Err(Error::internal("a locked candidate was not claimed"));
+    }
+    let used = rows.first().and_then(|row| row.window_used).map(i64::from);
+    let todos = rows.into_iter().map(|row| row.todo.into_todo()).collect::<Result<Vec<Todo>>>()?;
     // Not `attempt <= max_attempts`: a todo released on its last attempt is pending again and
     // claimable (base-system §2: release keeps the attempt), so its next claim goes past it, and
     // a later fail dead-letters it at once.
-    debug_assert!(todo.state == models::todo::TodoState::Claimed && todo.attempt >= 1);
-    Ok((todo, used.map(i64::from)))
+    debug_assert!(todos.iter().all(|todo| todo.state == models::todo::TodoState::Claimed && todo.attempt >= 1));
+    Ok((todos, used))
 }

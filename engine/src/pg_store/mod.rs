@@ -32,6 +32,7 @@ mod admission;
 mod batch;
 mod claim;
 mod claim_unbudgeted;
+mod groups;
 mod held;
 mod hooks;
 mod intake;
@@ -44,7 +45,6 @@ mod rows;
 mod sql;
 mod store_impl;
 mod todos;
-mod waiters;
 mod webhooks;
 
 use chrono::{DateTime, Utc};
@@ -82,8 +82,8 @@ pub struct PgStore {
     /// one-statement path that would only find that out again (a hint for speed only: both paths
     /// give the same answer).
     budgeted_hint: Arc<BudgetedHint>,
-    /// The bound on budgeted claimers of one queue set holding a connection at once.
-    claim_waiters: Arc<waiters::ClaimWaiters>,
+    /// Budgeted claimers of one queue set waiting to be claimed for together (group admission).
+    claim_groups: Arc<groups::ClaimGroups>,
 }
 
 /// A bounded set of queue-set fingerprints (see `PgStore::budgeted_hint`).
@@ -137,10 +137,9 @@ pub struct PoolSettings {
     /// PostgreSQL's `lock_timeout`: a claim that cannot get its policy row lock in time fails
     /// closed (`unavailable`, charged nothing) instead of holding a connection without bound.
     pub lock_timeout: Duration,
-    /// Budgeted claimers of one queue set that may hold a connection at once on this replica;
-    /// the rest wait without one, for at most `lock_timeout` (`waiters.rs`). 16 leaves half of
-    /// the default pool to everyone else; at 8, `ci/bench-admission` lost 15-20% of its budgeted
-    /// throughput at 16 claimers (490-513 vs 578-637 claims/s), at 16 nothing measurable.
+    /// Budgeted `claim_next` calls of one queue set that one transaction on this replica serves
+    /// at most (group admission, `groups.rs`); the rest wait without a connection for the next,
+    /// each for at most `lock_timeout`.
     pub claimers_per_queue_set: usize,
 }
 
@@ -168,8 +167,8 @@ impl PgStore {
             .acquire_timeout(settings.acquire_timeout)
             .connect_with(options)
             .await?;
-        let waiters = waiters::ClaimWaiters::new(settings.claimers_per_queue_set, settings.lock_timeout);
-        Ok(PgStore { claim_waiters: Arc::new(waiters), ..PgStore::from_pool(pool, clock) })
+        let groups = groups::ClaimGroups::new(settings.claimers_per_queue_set, settings.lock_timeout);
+        Ok(PgStore { claim_groups: Arc::new(groups), ..PgStore::from_pool(pool, clock) })
     }
 
     pub fn from_pool(pool: PgPool, clock: Arc<dyn Clock>) -> PgStore {
@@ -180,7 +179,7 @@ impl PgStore {
             reaper_interval: models::limits::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
             budgeted_hint: Arc::default(),
-            claim_waiters: Arc::new(waiters::ClaimWaiters::new(
+            claim_groups: Arc::new(groups::ClaimGroups::new(
                 PoolSettings::default().claimers_per_queue_set,
                 PoolSettings::default().lock_timeout,
             )),

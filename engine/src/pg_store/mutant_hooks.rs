@@ -68,10 +68,10 @@ pub(super) fn observe_sql(production: &'static str) -> &'static str {
     MUTATED.get_or_init(|| substituted(production, "t.queue = $4", "true"))
 }
 
-/// The candidate id the in-flight count leaves out (`TakeoverCountsItself`: none, so a takeover
-/// candidate whose lease lapsed counts itself; REQ-4).
-pub(super) fn in_flight_leaves_out(candidate_id: &str) -> &str {
-    if active(Mutant::TakeoverCountsItself) { "" } else { candidate_id }
+/// Whether a candidate that is a lapsed claim is left out of the in-flight count its own
+/// takeover is decided on (`TakeoverCountsItself`: never, so it counts itself; REQ-4).
+pub(super) fn takeover_leaves_itself_out(takes_over: bool) -> bool {
+    takes_over && !active(Mutant::TakeoverCountsItself)
 }
 
 /// `claim_next`'s candidate-and-policy statement (`CheckOutsideLock`: the policy row is read

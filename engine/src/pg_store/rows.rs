@@ -141,6 +141,7 @@ pub(crate) struct PolicyRow {
 }
 
 /// The policy row as a claim locks it (step 3), evaluated.
+#[derive(Clone)]
 pub(crate) struct LockedPolicy {
     pub(crate) id: String,
     pub(crate) evaluated: std::result::Result<Policy, String>,

@@ -1,0 +1,248 @@
+//! Group admission (issue #15, item 3): concurrent budgeted `claim_next` calls of one replica on
+//! the same queue set join one claim transaction.
+//!
+//! Budgeted claims on the same queue serialize on its policy row (REQ-4). One claim per
+//! transaction pays a lock wait, a clock read and a commit per claim while every other claimer
+//! of the queue waits; on durable storage the commit's flush dominates. Here the claimers of one
+//! queue set queue up in memory, holding nothing, and one leader task per set and replica takes
+//! up to `members_max` of them into the next transaction: one policy lock, the step-4 read and
+//! `decide` repeated claim by claim under it (the claim transaction in `claim.rs`), one commit.
+//! The policy lock still decides across replicas.
+//!
+//! Leaving (REQ-13): a claimer that goes away (its request dropped) or gives up after `wait`
+//! while still queued is taken out of the queue and charged nothing. One the leader has already
+//! taken is left out at its turn if it has gone by then, which is after the policy lock is held:
+//! a claimer cancelled while its transaction waits for the lock charges nothing. Only one that
+//! goes away between its own decision and the commit finds its claim committed, as a single
+//! claim whose answer is lost on the wire does; the lease gives the todo back.
+//!
+//! A set has at most one leader at a time; its entry is removed when the leader finds nobody
+//! waiting, so the map holds only sets with claimers in flight.
+
+use super::PgStore;
+use models::error::{Error, Result};
+use models::identity::QueueIdentity;
+use models::scope::Actor;
+use models::store::ClaimNext;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Leader tasks per queue set and replica. A second one could pick and lock its candidates while
+/// the first holds the policy lock, but measured (`ci/bench-admission`, 16 claimers, durable) it
+/// split the groups and lost throughput: 390-574 vs 488-708 claims/s for (b). So one.
+const LEADERS_MAX: usize = 1;
+
+/// The queues of claimers waiting for a group claim, per queue set.
+pub(crate) struct ClaimGroups {
+    members_max: usize,
+    wait: Duration,
+    sets: Mutex<HashMap<u64, Group>>,
+}
+
+/// One queue set's waiting claimers, and whether a leader task is serving them.
+struct Group {
+    queues: Vec<QueueIdentity>,
+    waiting: VecDeque<(u64, Member)>,
+    next_seat: u64,
+    /// Leader tasks serving this set now, at most `LEADERS_MAX`.
+    leaders: usize,
+}
+
+/// A claimer taken into a group claim: who claims, for how long, and where its answer goes.
+pub(crate) struct Member {
+    pub(crate) actor: Actor,
+    pub(crate) lease_seconds: i64,
+    reply: oneshot::Sender<Result<ClaimNext>>,
+}
+
+impl Member {
+    /// Whether the claimer went away: it is left out of the claim.
+    pub(crate) fn gone(&self) -> bool {
+        self.reply.is_closed()
+    }
+
+    /// Hands the claimer its answer. A claimer gone since its decision loses a committed claim
+    /// as a client does whose answer is lost on the wire: the lease gives the todo back.
+    pub(crate) fn answer(self, answer: Result<ClaimNext>) {
+        if let Err(Ok(ClaimNext::Claimed(claimed))) = self.reply.send(answer) {
+            tracing::info!(todo = %claimed.todo.id, "claimer left after its claim was decided; the lease will lapse");
+        }
+    }
+}
+
+/// The claimers of one group claim still owed an answer, in turn order.
+pub(crate) struct Turns(VecDeque<Member>);
+
+impl Turns {
+    pub(crate) fn new(members: Vec<Member>) -> Turns {
+        Turns(members.into())
+    }
+
+    /// How many claimers still wait; those gone are dropped first.
+    pub(crate) fn present(&mut self) -> usize {
+        self.0.retain(|member| !member.gone());
+        self.0.len()
+    }
+
+    /// The next claimer in turn that has not gone away; those gone before it are left out.
+    pub(crate) fn next(&mut self) -> Option<Member> {
+        std::iter::from_fn(|| self.0.pop_front()).find(|member| !member.gone())
+    }
+
+    /// Puts `members` back at the head of the line, in their order (a refused claimer, or
+    /// those whose claims were rolled back).
+    pub(crate) fn put_back(&mut self, members: impl IntoIterator<Item = Member>) {
+        let members: Vec<Member> = members.into_iter().collect();
+        for member in members.into_iter().rev() {
+            self.0.push_front(member);
+        }
+    }
+
+    /// Answers every claimer still owed one.
+    pub(crate) fn answer_all(&mut self, answer: Result<ClaimNext>) {
+        for member in self.0.drain(..) {
+            member.answer(answer.clone());
+        }
+    }
+}
+
+/// A claimer's place in a queue: its answer, or its seat given up when dropped.
+struct Ticket {
+    groups: Arc<ClaimGroups>,
+    set: u64,
+    seat: u64,
+    answer: oneshot::Receiver<Result<ClaimNext>>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.groups.leave(self.set, self.seat);
+    }
+}
+
+impl ClaimGroups {
+    pub(crate) fn new(members_max: usize, wait: Duration) -> ClaimGroups {
+        ClaimGroups { members_max: members_max.max(1), wait, sets: Mutex::new(HashMap::new()) }
+    }
+
+    fn sets(&self) -> MutexGuard<'_, HashMap<u64, Group>> {
+        self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The budgeted `claim_next` of one claimer: queue for the set's next group claim (starting
+    /// its leader if none runs), then wait for the answer. A claimer still queued after `wait`
+    /// gives up with a retryable `unavailable` that charged nothing.
+    pub(crate) async fn claim_next(
+        self: &Arc<Self>,
+        store: &PgStore,
+        set: u64,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+    ) -> Result<ClaimNext> {
+        let (reply, answer) = oneshot::channel();
+        let member = Member { actor: actor.clone(), lease_seconds, reply };
+        let queued = {
+            let mut sets = self.sets();
+            let group = sets.entry(set).or_insert_with(|| Group {
+                queues: queues.to_vec(),
+                waiting: VecDeque::new(),
+                next_seat: 0,
+                leaders: 0,
+            });
+            // Another queue set with the same fingerprint claims alone rather than share.
+            if group.queues == queues {
+                let seat = group.next_seat;
+                group.next_seat += 1;
+                group.waiting.push_back((seat, member));
+                let lead = group.leaders < LEADERS_MAX;
+                group.leaders += usize::from(lead);
+                Ok((seat, lead))
+            } else {
+                Err(member)
+            }
+        };
+        let (seat, lead) = match queued {
+            Ok(queued) => queued,
+            Err(member) => {
+                store.claim_next_group(queues, vec![member]).await;
+                return answer.await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")));
+            }
+        };
+        if lead {
+            let (store, groups) = (store.clone(), self.clone());
+            tokio::spawn(async move { groups.lead(store, set).await });
+        }
+        let mut ticket = Ticket { groups: self.clone(), set, seat, answer };
+        match tokio::time::timeout(self.wait, &mut ticket.answer).await {
+            Ok(answer) => answer.unwrap_or_else(|_| Err(Error::internal("claim group answer lost"))),
+            Err(_elapsed) if self.leave(set, seat) => {
+                tracing::info!(
+                    set,
+                    waiting_seconds = self.wait.as_secs_f64(),
+                    "claimer gave up waiting for a policy lock"
+                );
+                Err(Error::unavailable("too many claimers are waiting for these queues' admission lock; retry shortly")
+                    .with("retry_after_seconds", 1))
+            }
+            // Already taken into a group claim: its answer comes once that transaction ends.
+            Err(_elapsed) => {
+                (&mut ticket.answer).await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")))
+            }
+        }
+    }
+
+    /// Takes seat `seat` of set `set` out of its queue. False when it was no longer there (taken
+    /// into a group claim, or answered).
+    fn leave(&self, set: u64, seat: u64) -> bool {
+        let mut sets = self.sets();
+        let Some(group) = sets.get_mut(&set) else { return false };
+        let before = group.waiting.len();
+        group.waiting.retain(|(waiting, _)| *waiting != seat);
+        group.waiting.len() != before
+    }
+
+    /// A leader of set `set`: group claims until nobody waits, then it leaves under the same
+    /// lock a new claimer queues under, so no claimer is left without a leader. If a claim
+    /// panics, its guard leaves too; the last leader out fails the claimers still queued (they
+    /// see an internal error, charged nothing), so a later claimer starts afresh.
+    async fn lead(self: Arc<Self>, store: PgStore, set: u64) {
+        struct Leading<'a>(&'a ClaimGroups, u64);
+        impl Drop for Leading<'_> {
+            fn drop(&mut self) {
+                self.0.step_down(self.1, true);
+            }
+        }
+        let leading = Leading(&self, set);
+        loop {
+            let (queues, members) = {
+                let mut sets = self.sets();
+                let Some(group) = sets.get_mut(&set) else { break };
+                let taken = group.waiting.len().min(self.members_max);
+                if taken == 0 {
+                    drop(sets);
+                    self.step_down(set, false);
+                    break;
+                }
+                let members: Vec<Member> = group.waiting.drain(..taken).map(|(_, member)| member).collect();
+                (group.queues.clone(), members)
+            };
+            store.claim_next_group(&queues, members).await;
+        }
+        // A normal end: this leader stepped down above, and a claimer may have queued since.
+        std::mem::forget(leading);
+    }
+
+    /// A leader of `set` leaves; the last one out removes the set, dropping any claimer still
+    /// queued only when `failed` (a normal leader leaves only when nobody waits).
+    fn step_down(&self, set: u64, failed: bool) {
+        let mut sets = self.sets();
+        let Some(group) = sets.get_mut(&set) else { return };
+        group.leaders -= 1;
+        if group.leaders == 0 && (failed || group.waiting.is_empty()) {
+            sets.remove(&set);
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Issue #15, item 3, on real PostgreSQL: concurrent budgeted `claim_next` calls of one replica
+//! on the same queues join one claim transaction, `decide` runs claimer by claimer under its one
+//! policy lock, and a claimer that leaves before its turn is left out (SPEC-0030 REQ-4, REQ-13).
+//!
+//! To make the group deterministic, each test holds the queue's policy lock from another
+//! session while its claimers queue up: the first claimer's transaction waits on that lock, and
+//! the rest wait in memory for the next group claim. Which rows one transaction wrote shows in
+//! their `xmin`, the id of the transaction that last wrote them.
+
+mod support;
+
+use models::admission::Reason;
+use models::store::{ClaimNext, Store};
+use serde_json::json;
+use std::time::Duration;
+use support::{World, agent_world, charged, claimed, daily_pacific, granted, push_n, queue_of, set_policy};
+
+/// Holds every policy row's lock in its own transaction until dropped or rolled back.
+async fn hold_policy_locks(world: &World) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = world.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT id FROM admission_policies FOR UPDATE").execute(&mut *holder).await.expect("hold policy lock");
+    holder
+}
+
+/// Waits until a session of this database waits on a lock: the first claimer's transaction is
+/// blocked on the held policy lock. Then gives the other claimers a moment to queue in memory.
+async fn until_a_claimer_waits_on_the_lock(world: &World) {
+    for _ in 0..400 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(world.store.pool())
+        .await
+        .expect("sessions");
+        if waiting > 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no claimer waited on the policy lock");
+}
+
+/// The distinct transactions that wrote the claimed todos.
+async fn claiming_transactions(world: &World) -> i64 {
+    sqlx::query_scalar("SELECT count(DISTINCT xmin::text) FROM todos WHERE state = 'claimed'")
+        .fetch_one(world.store.pool())
+        .await
+        .expect("xmin")
+}
+
+/// A queue "work" under `policy` with 12 pending todos, one of them claimed already, so this
+/// queue set is known budgeted and every claimer after it goes straight to its group without a
+/// statement of its own.
+async fn budgeted_world(policy: serde_json::Value) -> (World, models::scope::Actor, models::identity::QueueIdentity) {
+    let (world, agent) = agent_world(&["work"]).await;
+    let queue = queue_of(&agent, "work");
+    set_policy(&world, &queue, policy).await;
+    push_n(&world, &queue, 12).await;
+    claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("first claim"));
+    (world, agent, queue)
+}
+
+/// Starts `n` concurrent `claim_next` calls of `agent` on the shared store.
+fn claimers(
+    world: &World,
+    agent: &models::scope::Actor,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<models::error::Result<ClaimNext>>> {
+    (0..n)
+        .map(|_| {
+            let (store, agent, queues) = (world.store.clone(), agent.clone(), granted(agent));
+            tokio::spawn(async move { store.claim_next(&agent, &queues, 60).await })
+        })
+        .collect()
+}
+
+// SPEC-0030 REQ-4 with issue #15's group admission: the claimers queued behind one transaction
+// are claimed for together, each charged, in fewer transactions than claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req4_queued_claimers_are_claimed_for_in_one_transaction_each_charged() {
+    let (world, agent, queue) = budgeted_world(daily_pacific(100)).await;
+
+    let holder = hold_policy_locks(&world).await;
+    let claims = claimers(&world, &agent, 8);
+    until_a_claimer_waits_on_the_lock(&world).await;
+    holder.rollback().await.expect("release");
+
+    let mut ids = vec![];
+    for claim in claims {
+        let got = claimed(claim.await.expect("join").expect("claim_next"));
+        let admission = got.admission.expect("budgeted");
+        assert!(admission.used.is_some_and(|used| (2..=9).contains(&used)), "{admission:?}");
+        ids.push(got.todo.id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8, "each claimer got its own todo");
+    assert_eq!(charged(&world, &queue).await, 9, "one unit per claim, the first one's included");
+    let transactions = claiming_transactions(&world).await;
+    // The first claim's, the waiting leader's own, and one for the seven queued behind it.
+    assert!(transactions <= 3, "9 claims in {transactions} transactions");
+}
+
+// SPEC-0030 REQ-4: in a group, each decision sees the claims made before it in the same
+// transaction, so the in-flight cap holds exactly and the claimers past it are deferred.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req4_a_group_admits_claimers_in_turn_up_to_the_in_flight_cap() {
+    let (world, agent, _) = budgeted_world(json!({"max_in_flight": 4})).await;
+
+    let holder = hold_policy_locks(&world).await;
+    let claims = claimers(&world, &agent, 8);
+    until_a_claimer_waits_on_the_lock(&world).await;
+    holder.rollback().await.expect("release");
+
+    let (mut got, mut refused) = (0, 0);
+    for claim in claims {
+        match claim.await.expect("join").expect("claim_next") {
+            ClaimNext::Claimed(claimed) => {
+                assert!(claimed.admission.is_some_and(|a| a.in_flight <= 4), "{claimed:?}");
+                got += 1;
+            }
+            ClaimNext::Empty { deferred } => {
+                assert_eq!(deferred.len(), 1, "{deferred:?}");
+                assert_eq!(deferred[0].reason, Reason::InFlightFull);
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((got, refused), (3, 5), "three slots were free after the first claim");
+    let in_flight: i64 = sqlx::query_scalar("SELECT count(*) FROM todos WHERE state = 'claimed'")
+        .fetch_one(world.store.pool())
+        .await
+        .expect("count");
+    assert_eq!(in_flight, 4);
+}
+
+// SPEC-0030 REQ-13 with group admission: a claimer that goes away while queued for a group
+// claim, or while its group's transaction waits for the policy lock, charges and claims nothing;
+// the claimers that stayed are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req13_claimers_that_leave_a_group_before_their_turn_charge_nothing() {
+    let (world, agent, queue) = budgeted_world(daily_pacific(100)).await;
+
+    let holder = hold_policy_locks(&world).await;
+    // The first waits in the transaction on the lock; the next queue in memory. Half leave.
+    let staying = claimers(&world, &agent, 3);
+    until_a_claimer_waits_on_the_lock(&world).await;
+    let leaving = claimers(&world, &agent, 3);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for claim in &leaving {
+        claim.abort();
+    }
+    for claim in leaving {
+        assert!(claim.await.expect_err("aborted").is_cancelled());
+    }
+    holder.rollback().await.expect("release");
+
+    for claim in staying {
+        claimed(claim.await.expect("join").expect("claim_next"));
+    }
+    assert_eq!(charged(&world, &queue).await, 4, "the first claim and the three that stayed");
+    let in_flight: i64 = sqlx::query_scalar("SELECT count(*) FROM todos WHERE state = 'claimed'")
+        .fetch_one(world.store.pool())
+        .await
+        .expect("count");
+    assert_eq!(in_flight, 4, "the claimers that left claimed nothing");
+}
+
+// SPEC-0030 REQ-4 with group admission: a lapsed claim among a group's later candidates is still
+// in flight when an earlier candidate is decided, so the cap holds exactly as for single claims:
+// the oldest candidate (pending) is refused, although the lapsed claim behind it could be taken
+// over on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req4_a_lapsed_claim_behind_a_groups_first_candidate_still_counts_in_flight() {
+    let (world, agent) = agent_world(&["work"]).await;
+    let queue = queue_of(&agent, "work");
+    set_policy(&world, &queue, json!({"max_in_flight": 1})).await;
+    let older = world.push(&queue, "pending, older").await;
+    world.clock.advance(chrono::Duration::seconds(1));
+    let lapsed = world.push(&queue, "claimed, then lapsed").await;
+    world.store.claim(&agent, &lapsed.id, 60).await.expect("claim the newer one by name");
+    world.clock.advance(chrono::Duration::seconds(61));
+
+    let holder = hold_policy_locks(&world).await;
+    let claims = claimers(&world, &agent, 2);
+    until_a_claimer_waits_on_the_lock(&world).await;
+    let queued = claimers(&world, &agent, 2);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    holder.rollback().await.expect("release");
+
+    // Each claimer is refused, or (had it found the pending todo locked by another claimer)
+    // takes over the lapsed claim, which its own decision does not count: never the pending one.
+    for claim in claims.into_iter().chain(queued) {
+        match claim.await.expect("join").expect("claim_next") {
+            ClaimNext::Empty { deferred } => {
+                assert_eq!(deferred.len(), 1, "{deferred:?}");
+                assert_eq!(deferred[0].reason, Reason::InFlightFull);
+            }
+            ClaimNext::Claimed(claimed) => assert_eq!(claimed.todo.id, lapsed.id, "the pending todo was claimed"),
+        }
+    }
+    let claimed: Vec<String> = sqlx::query_scalar("SELECT id FROM todos WHERE state = 'claimed'")
+        .fetch_all(world.store.pool())
+        .await
+        .expect("claimed");
+    assert_eq!(claimed, vec![lapsed.id], "{} stayed pending", older.id);
+}
