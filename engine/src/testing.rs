@@ -25,12 +25,20 @@ fn start_cluster() -> Result<Cluster, Box<dyn std::error::Error>> {
     let bins = PgBinaries::locate()?;
     let root = tempfile::Builder::new().prefix("sbpg-").tempdir_in("/tmp")?.keep();
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let config = ClusterConfig { tcp_port: Some(port), durable: false, max_connections: 300 };
+    // Benchmarks measure durable storage with SWITCHBOARD_TEST_DURABLE=1 (fsync, synchronous
+    // commit and full-page writes on); tests need none of it.
+    let durable = durable_requested();
+    let config = ClusterConfig { tcp_port: Some(port), durable, max_connections: 300 };
     let cluster = Cluster::new(bins, &root, config)?;
     cluster.remove_when_process_exits(std::process::id())?;
     cluster.init_if_needed()?;
     cluster.start()?;
     Ok(cluster)
+}
+
+/// Whether this process asked for a durable throwaway cluster (`SWITCHBOARD_TEST_DURABLE=1`).
+pub fn durable_requested() -> bool {
+    std::env::var("SWITCHBOARD_TEST_DURABLE").is_ok_and(|value| value == "1")
 }
 
 /// A fresh, migrated database on the shared cluster.
