@@ -3,8 +3,8 @@
 //! policy lock, and a claimer that leaves before its turn is left out (SPEC-0030 REQ-4, REQ-13).
 //!
 //! To make the group deterministic, each test holds the queue's policy lock from another
-//! session while its claimers queue up: the first claimer's transaction waits on that lock, and
-//! the rest wait in memory for the next group claim. Which rows one transaction wrote shows in
+//! session: the first claimer's transaction waits on that lock, and the claimers started after
+//! it wait in memory for the next group claim (`PgStore::claimers_queued` says how many). Which rows one transaction wrote shows in
 //! their `xmin`, the id of the transaction that last wrote them.
 
 mod support;
@@ -23,7 +23,7 @@ async fn hold_policy_locks(world: &World) -> sqlx::Transaction<'static, sqlx::Po
 }
 
 /// Waits until a session of this database waits on a lock: the first claimer's transaction is
-/// blocked on the held policy lock. Then gives the other claimers a moment to queue in memory.
+/// blocked on the held policy lock.
 async fn until_a_claimer_waits_on_the_lock(world: &World) {
     for _ in 0..400 {
         let waiting: i64 = sqlx::query_scalar(
@@ -33,12 +33,22 @@ async fn until_a_claimer_waits_on_the_lock(world: &World) {
         .await
         .expect("sessions");
         if waiting > 0 {
-            tokio::time::sleep(Duration::from_millis(200)).await;
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("no claimer waited on the policy lock");
+}
+
+/// Waits until exactly `n` claimers are queued in memory for the next group claim.
+async fn until_queued(world: &World, n: usize) {
+    for _ in 0..400 {
+        if world.store.claimers_queued() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} claimers queued, expected {n}", world.store.claimers_queued());
 }
 
 /// The distinct transactions that wrote the claimed todos.
@@ -75,6 +85,20 @@ fn claimers(
         .collect()
 }
 
+/// One claimer whose transaction waits on the held policy lock, then `queued` more waiting in
+/// memory behind it: the claims of the next group.
+async fn leader_and_queued(
+    world: &World,
+    agent: &models::scope::Actor,
+    queued: usize,
+) -> Vec<tokio::task::JoinHandle<models::error::Result<ClaimNext>>> {
+    let mut claims = claimers(world, agent, 1);
+    until_a_claimer_waits_on_the_lock(world).await;
+    claims.extend(claimers(world, agent, queued));
+    until_queued(world, queued).await;
+    claims
+}
+
 // SPEC-0030 REQ-4 with issue #15's group admission: the claimers queued behind one transaction
 // are claimed for together, each charged, in fewer transactions than claims.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,8 +106,7 @@ async fn req4_queued_claimers_are_claimed_for_in_one_transaction_each_charged() 
     let (world, agent, queue) = budgeted_world(daily_pacific(100)).await;
 
     let holder = hold_policy_locks(&world).await;
-    let claims = claimers(&world, &agent, 8);
-    until_a_claimer_waits_on_the_lock(&world).await;
+    let claims = leader_and_queued(&world, &agent, 7).await;
     holder.rollback().await.expect("release");
 
     let mut ids = vec![];
@@ -99,7 +122,7 @@ async fn req4_queued_claimers_are_claimed_for_in_one_transaction_each_charged() 
     assert_eq!(charged(&world, &queue).await, 9, "one unit per claim, the first one's included");
     let transactions = claiming_transactions(&world).await;
     // The first claim's, the waiting leader's own, and one for the seven queued behind it.
-    assert!(transactions <= 3, "9 claims in {transactions} transactions");
+    assert_eq!(transactions, 3, "9 claims in {transactions} transactions");
 }
 
 // SPEC-0030 REQ-4: in a group, each decision sees the claims made before it in the same
@@ -109,8 +132,7 @@ async fn req4_a_group_admits_claimers_in_turn_up_to_the_in_flight_cap() {
     let (world, agent, _) = budgeted_world(json!({"max_in_flight": 4})).await;
 
     let holder = hold_policy_locks(&world).await;
-    let claims = claimers(&world, &agent, 8);
-    until_a_claimer_waits_on_the_lock(&world).await;
+    let claims = leader_and_queued(&world, &agent, 7).await;
     holder.rollback().await.expect("release");
 
     let (mut got, mut refused) = (0, 0);
@@ -143,17 +165,17 @@ async fn req13_claimers_that_leave_a_group_before_their_turn_charge_nothing() {
     let (world, agent, queue) = budgeted_world(daily_pacific(100)).await;
 
     let holder = hold_policy_locks(&world).await;
-    // The first waits in the transaction on the lock; the next queue in memory. Half leave.
-    let staying = claimers(&world, &agent, 3);
-    until_a_claimer_waits_on_the_lock(&world).await;
+    // The first waits in the transaction on the lock; the next queue in memory. Three leave.
+    let staying = leader_and_queued(&world, &agent, 2).await;
     let leaving = claimers(&world, &agent, 3);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_queued(&world, 5).await;
     for claim in &leaving {
         claim.abort();
     }
     for claim in leaving {
         assert!(claim.await.expect_err("aborted").is_cancelled());
     }
+    until_queued(&world, 2).await;
     holder.rollback().await.expect("release");
 
     for claim in staying {
@@ -183,15 +205,12 @@ async fn req4_a_lapsed_claim_behind_a_groups_first_candidate_still_counts_in_fli
     world.clock.advance(chrono::Duration::seconds(61));
 
     let holder = hold_policy_locks(&world).await;
-    let claims = claimers(&world, &agent, 2);
-    until_a_claimer_waits_on_the_lock(&world).await;
-    let queued = claimers(&world, &agent, 2);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let claims = leader_and_queued(&world, &agent, 3).await;
     holder.rollback().await.expect("release");
 
     // Each claimer is refused, or (had it found the pending todo locked by another claimer)
     // takes over the lapsed claim, which its own decision does not count: never the pending one.
-    for claim in claims.into_iter().chain(queued) {
+    for claim in claims {
         match claim.await.expect("join").expect("claim_next") {
             ClaimNext::Empty { deferred } => {
                 assert_eq!(deferred.len(), 1, "{deferred:?}");

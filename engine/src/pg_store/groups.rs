@@ -72,6 +72,14 @@ impl Member {
     }
 }
 
+impl PgStore {
+    /// Budgeted `claim_next` calls queued on this replica for their group's next transaction
+    /// (not counting those a transaction has taken): what a test waits on, and a load signal.
+    pub fn claimers_queued(&self) -> usize {
+        self.claim_groups.sets().values().map(|group| group.waiting.len()).sum()
+    }
+}
+
 /// The claimers of one group claim still owed an answer, in turn order.
 pub(crate) struct Turns(VecDeque<Member>);
 
