@@ -178,12 +178,24 @@ impl Client {
         .await
     }
 
-    /// `tools/call`; returns (isError, structuredContent).
+    /// `tools/call`; returns (isError, structuredContent). Every answer's text content is
+    /// checked against its structured content (contract §5): the same JSON on success,
+    /// `code: message` on error.
     pub async fn tool(&self, slug: &str, token: &str, name: &str, arguments: Value) -> (bool, Value) {
         let (status, answer) = self.rpc(slug, token, "tools/call", json!({"name": name, "arguments": arguments})).await;
         assert_eq!(status, 200, "tools/call {name}: {answer}");
         let result = &answer["result"];
-        (result["isError"].as_bool().expect("isError"), result["structuredContent"].clone())
+        let (is_error, structured) = (result["isError"].as_bool().expect("isError"), &result["structuredContent"]);
+        assert_eq!(result["content"][0]["type"], "text", "tools/call {name}: {answer}");
+        let text = result["content"][0]["text"].as_str().expect("text content");
+        if is_error {
+            let code = structured["code"].as_str().expect("error code");
+            assert!(text.starts_with(&format!("{code}: ")), "tools/call {name}: text {text} for {structured}");
+        } else {
+            let parsed: Value = serde_json::from_str(text).expect("text content is JSON");
+            assert_eq!(&parsed, structured, "tools/call {name}: text and structured content differ");
+        }
+        (is_error, structured.clone())
     }
 }
 
