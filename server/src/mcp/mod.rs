@@ -20,6 +20,8 @@ use axum::response::{IntoResponse, Response};
 use catalog::{SELF_VERBS, tools_for};
 use models::error::{Error, Result};
 use models::store::Store;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tools::{after_tool, call_self_verb, call_tool};
 
@@ -32,6 +34,7 @@ const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
+const INTERNAL_ERROR: i64 = -32603;
 
 pub async fn handle<S: Store>(
     State(state): State<AppState<S>>,
@@ -43,10 +46,12 @@ pub async fn handle<S: Store>(
         Ok(agent) => agent,
         Err(error) => return ApiError(error).into_response(),
     };
-    let request: Value = match serde_json::from_slice(&body) {
+    let mut request: Value = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => return rpc_error(Value::Null, PARSE_ERROR, &format!("parse error: {e}"), StatusCode::BAD_REQUEST),
     };
+    // Taken, not cloned: a `create_todos` call may carry a thousand payloads.
+    let params = request.get_mut("params").map(Value::take).unwrap_or(json!({}));
     let Some(method) = request.get("method").and_then(Value::as_str) else {
         return rpc_error(
             Value::Null,
@@ -59,7 +64,6 @@ pub async fn handle<S: Store>(
     let Some(id) = request.get("id").cloned() else {
         return StatusCode::ACCEPTED.into_response();
     };
-    let params = request.get("params").cloned().unwrap_or(json!({}));
     match method {
         "initialize" => {
             // Streamable HTTP: the session id names this client's stream (`GET`) later.
@@ -76,10 +80,11 @@ pub async fn handle<S: Store>(
         "ping" => rpc_result(id, json!({})),
         "tools/list" => rpc_result(id, json!({ "tools": tools_for(&agent) })),
         "tools/call" => {
+            let mut params = params;
+            let arguments = params.get_mut("arguments").map(Value::take).unwrap_or(json!({}));
             let Some(name) = params.get("name").and_then(Value::as_str) else {
                 return rpc_error(id, INVALID_PARAMS, "params.name is required", StatusCode::OK);
             };
-            let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
             let outcome = match arguments.as_object() {
                 Some(_) if let Err(error) = models::storable::check_members(&arguments) => Err(error),
                 Some(map) if SELF_VERBS.contains(&name) => call_self_verb(&state, &agent, name, &Args::new(map)).await,
@@ -90,7 +95,7 @@ pub async fn handle<S: Store>(
             if let Err(error) = &outcome {
                 tracing::debug!(endpoint = %agent.endpoint_id, tool = name, %error, "tool refused");
             }
-            rpc_result(id, tool_result(outcome))
+            tool_response(&id, outcome)
         }
         other => rpc_error(id, METHOD_NOT_FOUND, &format!("unknown method {other}"), StatusCode::OK),
     }
@@ -118,25 +123,67 @@ fn rpc_error(id: Value, code: i64, message: &str, status: StatusCode) -> Respons
 
 /// A tool's answer: structured content plus the same as text; errors as `isError` results
 /// whose text starts `code: message` (contract §5).
-fn tool_result(outcome: Result<Value>) -> Value {
-    match outcome {
-        Ok(structured) => json!({
-            "content": [{ "type": "text", "text": structured.to_string() }],
-            "structuredContent": structured,
-            "isError": false,
-        }),
-        Err(error) => {
-            let mut structured = error.envelope();
-            if let Some(map) = structured.as_object_mut()
-                && let Some(message) = map.remove("error")
-            {
-                map.insert("message".into(), message);
-            }
-            json!({
-                "content": [{ "type": "text", "text": error.to_string() }],
-                "structuredContent": structured,
-                "isError": true,
-            })
+///
+/// A success serialises its structured content once: the text is that serialisation, and the
+/// structured content is written from it verbatim rather than serialised a second time.
+fn tool_response(id: &Value, outcome: Result<Value>) -> Response {
+    let structured = match outcome {
+        Ok(structured) => structured,
+        Err(error) => return rpc_result(id.clone(), tool_error(&error)),
+    };
+    let raw = match serde_json::value::to_raw_value(&structured) {
+        Ok(raw) => raw,
+        Err(e) => {
+            return rpc_error(id.clone(), INTERNAL_ERROR, &format!("answer not serialisable: {e}"), StatusCode::OK);
         }
+    };
+    let answer = ToolAnswer {
+        jsonrpc: "2.0",
+        id,
+        result: ToolResult {
+            content: [TextContent { kind: "text", text: raw.get() }],
+            structured: &raw,
+            is_error: false,
+        },
+    };
+    axum::Json(answer).into_response()
+}
+
+/// `{"jsonrpc", "id", "result"}` of a successful `tools/call`, borrowing the serialised answer.
+#[derive(Serialize)]
+struct ToolAnswer<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: ToolResult<'a>,
+}
+
+#[derive(Serialize)]
+struct ToolResult<'a> {
+    content: [TextContent<'a>; 1],
+    #[serde(rename = "structuredContent")]
+    structured: &'a RawValue,
+    #[serde(rename = "isError")]
+    is_error: bool,
+}
+
+#[derive(Serialize)]
+struct TextContent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+/// A refused tool call's result: the error envelope, `error` renamed `message`.
+fn tool_error(error: &Error) -> Value {
+    let mut structured = error.envelope();
+    if let Some(map) = structured.as_object_mut()
+        && let Some(message) = map.remove("error")
+    {
+        map.insert("message".into(), message);
     }
+    json!({
+        "content": [{ "type": "text", "text": error.to_string() }],
+        "structuredContent": structured,
+        "isError": true,
+    })
 }
