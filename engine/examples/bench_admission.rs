@@ -13,16 +13,18 @@
 //! payloads are `fake` text from a fixed seed, generated and inserted before the clock starts.
 //! Usage: cargo run --release -p engine --example bench_admission [-- SECONDS_PER_RUN [CLAIMERS,...]]
 
+#[path = "support/bench_endpoint.rs"]
+mod bench_endpoint;
 #[path = "support/fake_data.rs"]
 mod fake_data;
 
-use engine::pg_store::{hash_token, new_token};
+use bench_endpoint::{bench_endpoint, nobody};
 use engine::testing::fresh_database;
 use engine::{PgStore, PoolSettings};
 use models::admission::Policy;
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{AgentLookup, ClaimNext, NewEndpoint, PolicyActor, Store, SystemClock};
+use models::store::{ClaimNext, Store, SystemClock};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -151,60 +153,30 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
 /// The world one run claims from: a human, an endpoint over the path's queues, their policies
 /// and pending work. Returns the claiming agent and the queues it is granted.
 async fn seed(store: &PgStore, path: Path) -> (Actor, Vec<QueueIdentity>) {
-    let (_, token) = store.bootstrap_human("bench", false).await.expect("human");
-    let human = store.human_by_token(&hash_token(&token)).await.expect("lookup").expect("human");
     let queues: Vec<String> = match path {
         Path::ManyExhausted => (0..=EXHAUSTED_QUEUES).map(|i| format!("q{i:03}")).collect(),
         _ => vec!["work".to_string()],
     };
-    let key = new_token("sbk_");
-    let endpoint = store
-        .vend_endpoint(NewEndpoint {
-            name: "bench".into(),
-            owner_human_id: Some(human.human.id.clone()),
-            owner_team_id: None,
-            own_queues: queues.clone(),
-            team_queues: vec![],
-            verbs: vec!["claim_next".into(), "complete".into()],
-            token_hash: hash_token(&key),
-            created_by_human_id: None,
-        })
-        .await
-        .expect("vend");
-    let AgentLookup::Found(scope) = store.agent_by_token(&endpoint.slug, &hash_token(&key)).await.expect("agent")
-    else {
-        panic!("agent lookup");
-    };
-    let granted = scope.granted.clone();
-    let actor = Actor::Agent(*scope);
     let admitted_queue = queues.last().cloned().expect("a queue");
-    let never_binds = json!({"max_in_flight": 10000, "max_claims_per_window": 1_000_000,
-        "window": {"period": "hour", "tz": "UTC", "start": "00:00"}});
-    let nobody = PolicyActor { human_id: None, endpoint_id: None };
-    if matches!(path, Path::Budgeted | Path::ManyExhausted) {
-        let policy = Policy::from_request(&never_binds).expect("policy");
-        store
-            .set_policy(&QueueIdentity::endpoint(&endpoint.id, &admitted_queue), &policy, &nobody)
-            .await
-            .expect("policy");
-    }
+    let budgeted = matches!(path, Path::Budgeted | Path::ManyExhausted).then_some(admitted_queue.as_str());
+    let endpoint = bench_endpoint(store, &queues, budgeted).await;
     if path == Path::ManyExhausted {
-        exhaust_queues(store, &endpoint.id, &queues[..EXHAUSTED_QUEUES], &nobody).await;
+        exhaust_queues(store, &endpoint.id, &queues[..EXHAUSTED_QUEUES]).await;
     }
     // Enough pending work in the admitted queue for the whole run.
     insert_todos(store, &endpoint.id, std::slice::from_ref(&admitted_queue), 60_000, "0 seconds").await;
     sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
-    (actor, granted)
+    (endpoint.actor, endpoint.granted)
 }
 
 /// Queues with a spent budget and older pending work than the admitted queue's.
-async fn exhaust_queues(store: &PgStore, endpoint_id: &str, queues: &[String], nobody: &PolicyActor) {
+async fn exhaust_queues(store: &PgStore, endpoint_id: &str, queues: &[String]) {
     let spent = Policy::from_request(
         &json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
     )
     .expect("policy");
     for queue in queues {
-        store.set_policy(&QueueIdentity::endpoint(endpoint_id, queue), &spent, nobody).await.expect("policy");
+        store.set_policy(&QueueIdentity::endpoint(endpoint_id, queue), &spent, &nobody()).await.expect("policy");
     }
     sqlx::query(
         "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \

@@ -4,12 +4,12 @@
 //! and on one with a budget that never binds. A benchmark: it prints, it asserts nothing.
 //! Usage: cargo run --release -p server --example bench_mcp [-- SECONDS]
 
-use engine::pg_store::{hash_token, new_token};
+#[path = "../../engine/examples/support/bench_endpoint.rs"]
+mod bench_endpoint;
+
+use bench_endpoint::{BenchEndpoint, bench_endpoint};
 use engine::{PgStore, PoolSettings};
-use models::admission::Policy;
-use models::identity::QueueIdentity;
-use models::scope::Actor;
-use models::store::{AgentLookup, ClaimNext, NewEndpoint, PolicyActor, Store, SystemClock};
+use models::store::{ClaimNext, Store, SystemClock};
 use serde_json::{Value, json};
 use server::app::router;
 use server::state::AppState;
@@ -61,41 +61,9 @@ async fn run(budgeted: bool, through_mcp: bool, duration: Duration) -> (f64, f64
     (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
 }
 
-/// The endpoint every agent of a run claims as: its scope for the engine loop, its slug and
-/// bearer for the MCP loop.
-#[derive(Clone)]
-struct BenchAgent {
-    actor: Actor,
-    granted: Vec<QueueIdentity>,
-    slug: String,
-    key: String,
-}
-
 /// A human, an endpoint with one queue `work` (budgeted or not) and 40 000 pending todos in it.
-async fn seed(store: &PgStore, budgeted: bool) -> BenchAgent {
-    let (_, token) = store.bootstrap_human("bench", false).await.expect("human");
-    let human = store.human_by_token(&hash_token(&token)).await.expect("lookup").expect("human");
-    let key = new_token("sbk_");
-    let endpoint = store
-        .vend_endpoint(NewEndpoint {
-            name: "bench".into(),
-            owner_human_id: Some(human.human.id.clone()),
-            owner_team_id: None,
-            own_queues: vec!["work".into()],
-            team_queues: vec![],
-            verbs: vec!["claim_next".into(), "complete".into()],
-            token_hash: hash_token(&key),
-            created_by_human_id: None,
-        })
-        .await
-        .expect("vend");
-    if budgeted {
-        let policy = Policy::from_request(&json!({"max_in_flight": 10000, "max_claims_per_window": 1_000_000,
-            "window": {"period": "hour", "tz": "UTC", "start": "00:00"}}))
-        .expect("policy");
-        let nobody = PolicyActor { human_id: None, endpoint_id: None };
-        store.set_policy(&QueueIdentity::endpoint(&endpoint.id, "work"), &policy, &nobody).await.expect("policy");
-    }
+async fn seed(store: &PgStore, budgeted: bool) -> BenchEndpoint {
+    let endpoint = bench_endpoint(store, &["work".to_string()], budgeted.then_some("work")).await;
     sqlx::query(
         "INSERT INTO todos (id, endpoint_id, queue, title, created_by_kind, created_at, updated_at) \
          SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, 'work', 'bench', 'system', \
@@ -106,12 +74,7 @@ async fn seed(store: &PgStore, budgeted: bool) -> BenchAgent {
     .await
     .expect("todos");
     sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
-    let AgentLookup::Found(scope) = store.agent_by_token(&endpoint.slug, &hash_token(&key)).await.expect("agent")
-    else {
-        panic!("agent lookup");
-    };
-    let (actor, granted) = (Actor::Agent((*scope).clone()), scope.granted.clone());
-    BenchAgent { actor, granted, slug: endpoint.slug, key }
+    endpoint
 }
 
 /// Serves the app on a free local port; returns the endpoint's MCP URL.
@@ -125,9 +88,9 @@ async fn serve_mcp(store: &PgStore, slug: &str) -> String {
 
 /// One agent: claim_next then complete until the deadline, through MCP when `base` is its URL,
 /// else on the engine directly. Returns each claim's latency.
-async fn agent_loop(store: PgStore, agent: BenchAgent, base: Option<String>, deadline: Instant) -> Vec<Duration> {
+async fn agent_loop(store: PgStore, agent: BenchEndpoint, base: Option<String>, deadline: Instant) -> Vec<Duration> {
     let http = reqwest::Client::new();
-    let BenchAgent { actor, granted, key, .. } = agent;
+    let BenchEndpoint { actor, granted, key, .. } = agent;
     let mut latencies = Vec::new();
     while Instant::now() < deadline {
         let started = Instant::now();
