@@ -1,0 +1,59 @@
+// Drains JOBS no-op jobs with graphile-worker at WORKERS concurrency and prints how long it took,
+// measured the way `bench_peer` measures Switchboard: the jobs are added before the clock starts,
+// and the clock stops when the database says none are left. Like `bench_peer`, it reads the
+// cluster's WAL counters (pg_stat_wal) just before the clock starts and after the workers have
+// stopped, each after a pause that lets backends report theirs.
+// Usage: node graphile_worker_drain.js DATABASE_URL WORKERS JOBS   (graphile-worker on NODE_PATH)
+"use strict";
+const { Logger, makeWorkerUtils, run } = require("graphile-worker");
+
+const POLL_MS = 10;
+const quiet = new Logger(() => () => {});
+const REPORT_PAUSE_MS = 1500;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function main() {
+  const [url, workersArg, jobsArg] = process.argv.slice(2);
+  const workers = Number(workersArg);
+  const jobs = Number(jobsArg);
+  if (!url || !(workers > 0) || !(jobs > 0)) {
+    throw new Error("usage: graphile_worker_drain.js DATABASE_URL WORKERS JOBS");
+  }
+  const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+  await utils.migrate();
+  await utils.withPgClient((client) =>
+    client.query("SELECT graphile_worker.add_job('noop', '{}'::json) FROM generate_series(1, $1::int)", [jobs]),
+  );
+  const left = async () =>
+    (await utils.withPgClient((client) => client.query("SELECT count(*)::int AS n FROM graphile_worker.jobs"))).rows[0].n;
+  const wal = async () => {
+    await sleep(REPORT_PAUSE_MS);
+    const { rows } = await utils.withPgClient((client) =>
+      client.query("SELECT wal_bytes::float8 AS bytes, wal_records::float8 AS records, wal_sync::float8 AS flushes FROM pg_stat_wal"),
+    );
+    return rows[0];
+  };
+  const walBefore = await wal();
+  const started = process.hrtime.bigint();
+  const runner = await run({
+    connectionString: url,
+    concurrency: workers,
+    maxPoolSize: workers + 2,
+    noHandleSignals: true,
+    logger: quiet,
+    taskList: { noop: async () => {} },
+  });
+  while ((await left()) > 0) {
+    await sleep(POLL_MS);
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  await runner.stop();
+  const walAfter = await wal();
+  await utils.release();
+  console.log(JSON.stringify({ workers, jobs, seconds, wal_before: walBefore, wal_after: walAfter }));
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,213 @@
+//! `ci/bench-peer`: Switchboard's claim + complete loop against graphile-worker's, measured the
+//! same way (issue #15 item 1 and its first target).
+//!
+//! For each worker count, on one throwaway PostgreSQL cluster (durable when
+//! `SWITCHBOARD_TEST_DURABLE=1`, as `ci/bench-peer` runs it) and a fresh database per run:
+//!   (a)  — N claimers drain JOBS pending todos from a queue without a policy, each looping
+//!          `claim_next` then `complete` on the engine until the queue is empty;
+//!   (b)  — the same on a queue whose budget never binds;
+//!   peer — graphile-worker drains JOBS no-op jobs at concurrency N (`ci/peer/graphile_worker_drain.js`,
+//!          run with node when `--peer NODE_MODULES_DIR` names an install of graphile-worker).
+//! The work is inserted before the clock starts, and the clock stops when the database says none
+//! is left (polled every 10 ms, the same for both). It prints jobs/s, the ratios (a)/peer and
+//! (b)/(a), and what bounds a durable drain: the cluster's WAL bytes, records and flushes per job
+//! (`pg_stat_wal`, read after the run's connections have closed). A benchmark: it prints, it
+//! asserts nothing.
+//! Usage: cargo run --release -p engine --example bench_peer [-- [--peer DIR] [JOBS [WORKERS,...]]]
+
+#[path = "support/bench_endpoint.rs"]
+mod bench_endpoint;
+
+use bench_endpoint::bench_endpoint;
+use engine::testing::{empty_database, fresh_database};
+use engine::{PgStore, PoolSettings};
+use models::identity::QueueIdentity;
+use models::scope::Actor;
+use models::store::{ClaimNext, Store, SystemClock};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const JOBS_DEFAULT: i64 = 20_000;
+const WORKERS_DEFAULT: [usize; 3] = [1, 16, 64];
+/// How often the clock asks the database whether the work is done.
+const POLL: Duration = Duration::from_millis(10);
+/// The node driver for graphile-worker, beside this repository's other benchmark scripts.
+const PEER_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ci/peer/graphile_worker_drain.js");
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let peer = match args.iter().position(|a| a == "--peer") {
+        Some(at) if at + 1 < args.len() => {
+            let dir = PathBuf::from(args.remove(at + 1));
+            args.remove(at);
+            Some(dir)
+        }
+        Some(_) => {
+            eprintln!("--peer needs the node_modules directory that holds graphile-worker");
+            std::process::exit(2);
+        }
+        None => None,
+    };
+    let jobs: i64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(JOBS_DEFAULT);
+    let workers: Vec<usize> = args
+        .get(1)
+        .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_else(|| WORKERS_DEFAULT.to_vec());
+    let durability = if engine::testing::durable_requested() { "durable" } else { "fsync off" };
+    println!("bench-peer: drain {jobs} jobs, clock stops when the database says all are done ({durability})");
+    println!(
+        "{:>8} {:<6} {:>9} {:>11} {:>12} {:>12}",
+        "workers", "loop", "jobs/s", "WAL B/job", "records/job", "flushes/job"
+    );
+    for &n in &workers {
+        let a = drain_switchboard(n, jobs, false).await;
+        let b = drain_switchboard(n, jobs, true).await;
+        let p = match &peer {
+            Some(dir) => drain_peer(dir, n, jobs).await,
+            None => None,
+        };
+        for (name, run) in [("(a)", a), ("(b)", b), ("peer", p)] {
+            if let Some(run) = run {
+                println!(
+                    "{n:>8} {name:<6} {:>9.0} {:>11.0} {:>12.1} {:>12.3}",
+                    run.jobs_per_second, run.wal_bytes_per_job, run.wal_records_per_job, run.wal_flushes_per_job
+                );
+            }
+        }
+        let ratio = |x: Option<Run>, y: Option<Run>| match (x, y) {
+            (Some(x), Some(y)) => format!("{:.2}", x.jobs_per_second / y.jobs_per_second),
+            _ => "-".to_string(),
+        };
+        println!("{n:>8} ratios: (a)/peer {}   (b)/(a) {}", ratio(a, p), ratio(b, a));
+    }
+}
+
+/// One drain: its rate and the WAL it wrote, per job.
+#[derive(Clone, Copy)]
+struct Run {
+    jobs_per_second: f64,
+    wal_bytes_per_job: f64,
+    wal_records_per_job: f64,
+    wal_flushes_per_job: f64,
+}
+
+/// The cluster's WAL counters (`pg_stat_wal`): bytes, records and flushes to disk.
+async fn wal_now() -> (f64, f64, f64) {
+    let url = engine::testing::cluster().tcp_url("postgres").expect("test clusters listen on TCP");
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.expect("connect");
+    // Backends report their WAL counters as they go idle or exit: give the run's a moment.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    sqlx::query_as("SELECT wal_bytes::float8, wal_records::float8, wal_sync::float8 FROM pg_stat_wal")
+        .fetch_one(&mut conn)
+        .await
+        .expect("pg_stat_wal")
+}
+
+impl Run {
+    /// A drain of `jobs` that took `seconds`, between two WAL readings (bytes, records, flushes).
+    fn of(jobs: i64, seconds: f64, before: (f64, f64, f64), after: (f64, f64, f64)) -> Run {
+        let per_job = |x: f64, y: f64| (x - y) / jobs as f64;
+        Run {
+            jobs_per_second: jobs as f64 / seconds,
+            wal_bytes_per_job: per_job(after.0, before.0),
+            wal_records_per_job: per_job(after.1, before.1),
+            wal_flushes_per_job: per_job(after.2, before.2),
+        }
+    }
+}
+
+/// `workers` claimers draining `jobs` todos, budgeted or not.
+async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Option<Run> {
+    let db = fresh_database().await;
+    let settings = PoolSettings {
+        connections_max: workers as u32 + 4,
+        acquire_timeout: Duration::from_secs(60),
+        ..PoolSettings::default()
+    };
+    let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
+    let (actor, granted) = seed(&store, jobs, budgeted).await;
+    let before = wal_now().await;
+    let started = Instant::now();
+    let claimers: Vec<_> = (0..workers)
+        .map(|_| {
+            let (store, actor, granted) = (store.clone(), actor.clone(), granted.clone());
+            tokio::spawn(async move {
+                while let ClaimNext::Claimed(claimed) = store.claim_next(&actor, &granted, 300).await.expect("claim") {
+                    store.complete(&actor, &claimed.todo.id, None).await.expect("complete");
+                }
+            })
+        })
+        .collect();
+    let watcher = PgStore::connect(&db.url, PoolSettings::default(), Arc::new(SystemClock)).await.expect("watch");
+    loop {
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM todos WHERE state <> 'done'")
+            .fetch_one(watcher.pool())
+            .await
+            .expect("count");
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for claimer in claimers {
+        claimer.await.expect("claimer");
+    }
+    watcher.pool().close().await;
+    store.pool().close().await;
+    let after = wal_now().await;
+    engine::testing::drop_database(&db).await;
+    Some(Run::of(jobs, seconds, before, after))
+}
+
+/// A human, an endpoint with one queue `work` (budgeted or not) and `jobs` pending todos.
+async fn seed(store: &PgStore, jobs: i64, budgeted: bool) -> (Actor, Vec<QueueIdentity>) {
+    let endpoint = bench_endpoint(store, &["work".to_string()], budgeted.then_some("work")).await;
+    sqlx::query(
+        "INSERT INTO todos (id, endpoint_id, queue, title, created_by_kind, created_at, updated_at) \
+         SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, 'work', 'noop', 'system', \
+                now() - interval '1 hour' + make_interval(secs => n / 1000.0), now() \
+         FROM generate_series(1, $2) AS n",
+    )
+    .bind(&endpoint.id)
+    .bind(jobs)
+    .execute(store.pool())
+    .await
+    .expect("todos");
+    sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
+    (endpoint.actor, endpoint.granted)
+}
+
+/// graphile-worker draining `jobs` on an empty database of the same cluster (the driver reads the
+/// WAL counters around its drain), or None, with the reason on stderr, when node or it fails.
+async fn drain_peer(node_modules: &std::path::Path, workers: usize, jobs: i64) -> Option<Run> {
+    let db = empty_database().await;
+    let output = tokio::process::Command::new("node")
+        .arg(PEER_SCRIPT)
+        .arg(&db.url)
+        .arg(workers.to_string())
+        .arg(jobs.to_string())
+        .env("NODE_PATH", node_modules)
+        .output()
+        .await;
+    engine::testing::drop_database(&db).await;
+    let output = match output {
+        Ok(output) if output.status.success() => output,
+        Ok(output) => {
+            eprintln!("graphile-worker drain failed: {}", String::from_utf8_lossy(&output.stderr));
+            return None;
+        }
+        Err(error) => {
+            eprintln!("cannot run node: {error}");
+            return None;
+        }
+    };
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    let reading = |key: &str| -> Option<(f64, f64, f64)> {
+        let wal = &report[key];
+        Some((wal["bytes"].as_f64()?, wal["records"].as_f64()?, wal["flushes"].as_f64()?))
+    };
+    Some(Run::of(jobs, report["seconds"].as_f64()?, reading("wal_before")?, reading("wal_after")?))
+}
