@@ -1,5 +1,6 @@
 //! `ci/bench-mcp`: claim latency through MCP (JSON-RPC over HTTP) at 16 concurrent agents, next
-//! to the same loop calling the engine directly, on a throwaway PostgreSQL (fsync off).
+//! to the same loop calling the engine directly, on a throwaway PostgreSQL (fsync off, or durable
+//! with `SWITCHBOARD_TEST_DURABLE=1`, which `ci/bench-mcp --durable` sets).
 //! Each agent loops `claim_next` then `complete` for a fixed time on one queue without a policy
 //! and on one with a budget that never binds. A benchmark: it prints, it asserts nothing.
 //! Usage: cargo run --release -p server --example bench_mcp [-- SECONDS]
@@ -21,20 +22,23 @@ const AGENTS: usize = 16;
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
-    println!("bench-mcp: {AGENTS} concurrent agents, {seconds} s per run, throwaway PostgreSQL (fsync off)");
+    let durability = if engine::testing::durable_requested() { "durable" } else { "fsync off" };
+    println!("bench-mcp: {AGENTS} concurrent agents, {seconds} s per run, throwaway PostgreSQL ({durability})");
+    let mut ratios = Vec::new();
     for budgeted in [false, true] {
-        for through_mcp in [false, true] {
+        let label = if budgeted { "budgeted" } else { "no policy" };
+        let mut rates = [0.0; 2];
+        for (rate, through_mcp) in rates.iter_mut().zip([false, true]) {
             let (claims, p50, p99) = run(budgeted, through_mcp, Duration::from_secs(seconds)).await;
+            *rate = claims;
             println!(
-                "{:<10} {:<8} {:>7.0} claims/s   claim p50 {:>6.2} ms   p99 {:>7.2} ms",
-                if budgeted { "budgeted" } else { "no policy" },
+                "{label:<10} {:<8} {claims:>7.0} claims/s   claim p50 {p50:>6.2} ms   p99 {p99:>7.2} ms",
                 if through_mcp { "MCP" } else { "engine" },
-                claims,
-                p50,
-                p99
             );
         }
+        ratios.push(format!("{label} MCP/engine {:.2}", rates[1] / rates[0]));
     }
+    println!("{}   (issue #15 target: MCP/engine >= 0.7 at 16 agents)", ratios.join("   "));
 }
 
 async fn run(budgeted: bool, through_mcp: bool, duration: Duration) -> (f64, f64, f64) {
