@@ -24,8 +24,10 @@ async function main() {
   await utils.withPgClient((client) =>
     client.query("SELECT graphile_worker.add_job('noop', '{}'::json) FROM generate_series(1, $1::int)", [jobs]),
   );
+  // Only whether one is left, as bench_peer asks: the poll must not cost the drain it times.
   const left = async () =>
-    (await utils.withPgClient((client) => client.query("SELECT count(*)::int AS n FROM graphile_worker.jobs"))).rows[0].n;
+    (await utils.withPgClient((client) => client.query("SELECT EXISTS (SELECT 1 FROM graphile_worker.jobs) AS any")))
+      .rows[0].any;
   const wal = async () => {
     await sleep(REPORT_PAUSE_MS);
     const { rows } = await utils.withPgClient((client) =>
@@ -43,7 +45,7 @@ async function main() {
     logger: quiet,
     taskList: { noop: async () => {} },
   });
-  while ((await left()) > 0) {
+  while (await left()) {
     await sleep(POLL_MS);
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
