@@ -123,6 +123,9 @@ async fn req4_queued_claimers_are_claimed_for_in_one_transaction_each_charged() 
     let transactions = claiming_transactions(&world).await;
     // The first claim's, the waiting leader's own, and one for the seven queued behind it.
     assert_eq!(transactions, 3, "9 claims in {transactions} transactions");
+    // What /metrics shows operators: the same three groups, taking the nine claimers.
+    let counted = world.store.counters().snapshot();
+    assert_eq!((counted.claim_groups, counted.claim_group_claimers), (3, 9), "groups and the claimers they took");
 }
 
 // SPEC-0030 REQ-4: in a group, each decision sees the claims made before it in the same

@@ -34,6 +34,11 @@ pub struct Snapshot {
     /// Pushes this process withheld, by why: `deferred` (the queue admitted no claim) or `out`
     /// (the endpoint was clocked out). Says why an agent heard nothing.
     pub withheld: BTreeMap<&'static str, u64>,
+    /// Group admission (PgStore only; a model store claims alone and counts none): the groups
+    /// of budgeted `claim_next` callers this process took under one policy lock, and the
+    /// claimers they took. Their ratio is the mean group size.
+    pub claim_groups: u64,
+    pub claim_group_claimers: u64,
 }
 
 /// How many distinct label sets (keys) one counter map keeps (issue #14). Queue names come from
@@ -147,6 +152,14 @@ impl Counters {
         if count > 0 {
             self.with(|c| *c.withheld.entry(why).or_default() += count);
         }
+    }
+
+    /// One group of `claimers` budgeted `claim_next` callers, taken to claim in turn.
+    pub fn claim_group(&self, claimers: usize) {
+        self.with(|c| {
+            c.claim_groups += 1;
+            c.claim_group_claimers += claimers as u64;
+        });
     }
 
     pub fn snapshot(&self) -> Snapshot {

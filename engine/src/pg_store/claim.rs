@@ -166,6 +166,7 @@ impl PgStore {
     /// each (the module's "group admission"). A refused queue is excluded from the next pick for
     /// everyone left (`ClaimNextRounds`; REQ-4, REQ-7): the claimers share their queues.
     pub(crate) async fn claim_next_group(&self, queues: &[QueueIdentity], members: Vec<Member>) {
+        self.counters.claim_group(members.len());
         let mut turns = Turns::new(members);
         if let Err(error) = self.claim_next_in_turn(queues, &mut turns).await {
             turns.answer_all(Err(error));

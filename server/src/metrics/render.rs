@@ -1,5 +1,5 @@
 //! The scrape as Prometheus text: one function per family group (admission, todos, intake,
-//! push, capacity, collection errors), each rendering into the scrape's own fresh registry.
+//! push, claim groups, capacity, collection errors), each rendering into the scrape's own fresh registry.
 //!
 //! It must never label a series by owner, endpoint, team, todo or human, and never report a value
 //! it could not compute as 0: a family whose collector failed is absent.
@@ -37,6 +37,7 @@ pub fn render(
     render_todos(&registry, &labels, counters)?;
     render_intake(&registry, &labels, counters)?;
     render_push(&registry, counters)?;
+    render_claim_groups(&registry, counters)?;
     render_capacity(&registry, capacity)?;
     render_collection_errors(&registry, config)?;
     TextEncoder::new().encode_to_string(&registry.gather())
@@ -230,6 +231,28 @@ fn render_push(registry: &Registry, counters: &Snapshot) -> prometheus::Result<(
     Ok(())
 }
 
+/// Group admission: how many budgeted `claim_next` callers shared each policy lock.
+fn render_claim_groups(registry: &Registry, counters: &Snapshot) -> prometheus::Result<()> {
+    let families = [
+        (
+            "switchboard_claim_groups_total",
+            "Groups of budgeted claim_next callers this replica took to claim in turn under one policy lock.",
+            counters.claim_groups,
+        ),
+        (
+            "switchboard_claim_group_claimers_total",
+            "Claimers those groups took; divided by switchboard_claim_groups_total, the mean group size.",
+            counters.claim_group_claimers,
+        ),
+    ];
+    for (name, help, value) in families {
+        let counter = prometheus::IntCounter::new(name, help)?;
+        registry.register(Box::new(counter.clone()))?;
+        counter.inc_by(value);
+    }
+    Ok(())
+}
+
 /// The effective intake capacity, absent (not zero) when it could not be read.
 fn render_capacity(registry: &Registry, capacity: Option<i64>) -> prometheus::Result<()> {
     if let Some(capacity) = capacity {
@@ -312,6 +335,18 @@ mod tests {
             lines.contains(&"switchboard_admission_deferred_todos{queue=\"lane\",reason=\"admission_unavailable\"} 7")
         );
         assert!(!rendered.contains("ep_hidden") && !rendered.contains("ap_hidden"), "{rendered}");
+    }
+
+    // Issue #15 group admission: the group counters render as they were counted, 0 included.
+    #[test]
+    fn claim_group_counters_render_as_counted() {
+        let config = MetricsConfig::new(Some(TOKEN), 50, ADMISSION_COLLECT_TIMEOUT);
+        let idle = render(&config, &Snapshot::default(), None, None).expect("render");
+        assert!(idle.lines().any(|l| l == "switchboard_claim_groups_total 0"), "{idle}");
+        let counters = Snapshot { claim_groups: 3, claim_group_claimers: 9, ..Snapshot::default() };
+        let rendered = render(&config, &counters, None, None).expect("render");
+        assert!(rendered.lines().any(|l| l == "switchboard_claim_groups_total 3"), "{rendered}");
+        assert!(rendered.lines().any(|l| l == "switchboard_claim_group_claimers_total 9"), "{rendered}");
     }
 
     // intake-capacity.md, Metrics: the capacity gauge, intake refusals and owner cancellations.
