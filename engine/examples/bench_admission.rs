@@ -18,14 +18,12 @@ mod bench_endpoint;
 #[path = "support/fake_data.rs"]
 mod fake_data;
 
-use bench_endpoint::{bench_endpoint, nobody};
+use bench_endpoint::{bench_endpoint, spend_budgets};
 use engine::testing::fresh_database;
 use engine::{PgStore, PoolSettings};
-use models::admission::Policy;
 use models::identity::QueueIdentity;
 use models::scope::Actor;
 use models::store::{ClaimNext, Store, SystemClock};
-use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -171,20 +169,7 @@ async fn seed(store: &PgStore, path: Path) -> (Actor, Vec<QueueIdentity>) {
 
 /// Queues with a spent budget and older pending work than the admitted queue's.
 async fn exhaust_queues(store: &PgStore, endpoint_id: &str, queues: &[String]) {
-    let spent = Policy::from_request(
-        &json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
-    )
-    .expect("policy");
-    for queue in queues {
-        store.set_policy(&QueueIdentity::endpoint(endpoint_id, queue), &spent, &nobody()).await.expect("policy");
-    }
-    sqlx::query(
-        "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \
-         SELECT id, date_trunc('day', now()), 1, now() FROM admission_policies WHERE max_claims_per_window = 1",
-    )
-    .execute(store.pool())
-    .await
-    .expect("spend budgets");
+    spend_budgets(store, endpoint_id, queues).await;
     insert_todos(store, endpoint_id, queues, 5, "-1 hour").await;
 }
 

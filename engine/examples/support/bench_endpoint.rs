@@ -1,6 +1,7 @@
 //! The claiming endpoint of the claim benchmarks (`bench_admission`, `bench_peer`, and the
 //! server's `bench_mcp`): a human, an endpoint granted the given queues and the verbs the loops
-//! call, optionally a budget that never binds on one queue, and the agent's scope.
+//! call, optionally a budget that never binds on one queue, and the agent's scope; and the spent
+//! budgets of path (c)'s exhausted queues.
 //!
 //! Included with `#[path = "support/bench_endpoint.rs"] mod bench_endpoint;` (from the server's
 //! examples, `#[path = "../../engine/examples/support/bench_endpoint.rs"]`): cargo takes only
@@ -66,4 +67,24 @@ pub async fn bench_endpoint(store: &PgStore, queues: &[String], budgeted: Option
     };
     let granted = scope.granted.clone();
     BenchEndpoint { id: endpoint.id, actor: Actor::Agent(*scope), granted, slug: endpoint.slug, key }
+}
+
+/// Gives each of `queues` (the endpoint's own) a budget of one claim a day, already spent: the
+/// exhausted queues of path (c). The caller adds their older pending work.
+#[allow(dead_code, reason = "only the benchmarks with path (c) spend budgets")]
+pub async fn spend_budgets(store: &PgStore, endpoint_id: &str, queues: &[String]) {
+    let spent = Policy::from_request(
+        &json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
+    )
+    .expect("policy");
+    for queue in queues {
+        store.set_policy(&QueueIdentity::endpoint(endpoint_id, queue), &spent, &nobody()).await.expect("policy");
+    }
+    sqlx::query(
+        "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \
+         SELECT id, date_trunc('day', now()), 1, now() FROM admission_policies WHERE max_claims_per_window = 1",
+    )
+    .execute(store.pool())
+    .await
+    .expect("spend budgets");
 }
