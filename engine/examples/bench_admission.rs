@@ -170,7 +170,7 @@ async fn seed(store: &PgStore, path: Path) -> (Actor, Vec<QueueIdentity>) {
 /// Queues with a spent budget and older pending work than the admitted queue's.
 async fn exhaust_queues(store: &PgStore, endpoint_id: &str, queues: &[String]) {
     spend_budgets(store, endpoint_id, queues).await;
-    insert_todos(store, endpoint_id, queues, 5, "-1 hour").await;
+    insert_todos(store, endpoint_id, queues, 5, "1 hour").await;
 }
 
 /// `claimers` workers loop claim_next then complete until `duration` is up. Returns every claim's
