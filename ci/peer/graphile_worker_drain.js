@@ -2,7 +2,7 @@
 // measured the way `bench_peer` measures Switchboard: the jobs are added before the clock starts,
 // and the clock stops when the database says none are left. Like `bench_peer`, it reads the
 // cluster's WAL counters (pg_stat_wal) just before the clock starts and after the workers have
-// stopped, each after a pause that lets backends report theirs.
+// stopped, each once the connections that wrote have closed and after a pause.
 // Usage: node graphile_worker_drain.js DATABASE_URL WORKERS JOBS   (graphile-worker on NODE_PATH)
 "use strict";
 const { Logger, makeWorkerUtils, run } = require("graphile-worker");
@@ -19,11 +19,15 @@ async function main() {
   if (!url || !(workers > 0) || !(jobs > 0)) {
     throw new Error("usage: graphile_worker_drain.js DATABASE_URL WORKERS JOBS");
   }
-  const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
-  await utils.migrate();
-  await utils.withPgClient((client) =>
+  // Set up on connections of their own, closed before the first WAL reading: a connection that
+  // stays open may report its WAL counters seconds later, inside the drain.
+  const setup = await makeWorkerUtils({ connectionString: url, logger: quiet });
+  await setup.migrate();
+  await setup.withPgClient((client) =>
     client.query("SELECT graphile_worker.add_job('noop', '{}'::json) FROM generate_series(1, $1::int)", [jobs]),
   );
+  await setup.release();
+  const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
   // Only whether one is left, as bench_peer asks: the poll must not cost the drain it times.
   const left = async () =>
     (await utils.withPgClient((client) => client.query("SELECT EXISTS (SELECT 1 FROM graphile_worker.jobs) AS any")))

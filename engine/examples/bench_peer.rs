@@ -11,7 +11,7 @@
 //! The work is inserted before the clock starts, and the clock stops when the database says none
 //! is left (asked every 10 ms, whether any is left, the same for both). It prints jobs/s, the ratios (a)/peer and
 //! (b)/(a), and what bounds a durable drain: the cluster's WAL bytes, records and flushes per job
-//! (`pg_stat_wal`, read after the run's connections have closed). A benchmark: it prints, it
+//! (`pg_stat_wal`, read once the set-up's connections and then the run's have closed). A benchmark: it prints, it
 //! asserts nothing.
 //! Usage: cargo run --release -p engine --example bench_peer [-- [--peer DIR] [JOBS [WORKERS,...]]]
 
@@ -97,7 +97,8 @@ struct Run {
 async fn wal_now() -> (f64, f64, f64) {
     let url = engine::testing::cluster().tcp_url("postgres").expect("test clusters listen on TCP");
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.expect("connect");
-    // Backends report their WAL counters as they go idle or exit: give the run's a moment.
+    // Backends report their WAL counters when they exit (and now and then while they run): the
+    // readings come after the set-up's and the run's connections have closed, and a moment more.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     sqlx::query_as("SELECT wal_bytes::float8, wal_records::float8, wal_sync::float8 FROM pg_stat_wal")
         .fetch_one(&mut conn)
@@ -126,9 +127,14 @@ async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Option<
         acquire_timeout: Duration::from_secs(60),
         ..PoolSettings::default()
     };
-    let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
-    let (actor, granted) = seed(&store, jobs, budgeted).await;
+    // Seeded through a pool of its own, closed before the first WAL reading: a connection that
+    // stays open may report its WAL counters seconds later, inside the drain.
+    let seeding = PgStore::connect(&db.url, PoolSettings::default(), Arc::new(SystemClock)).await.expect("seed");
+    let (actor, granted) = seed(&seeding, jobs, budgeted).await;
+    seeding.pool().close().await;
     let endpoint_id = actor.endpoint_id().expect("an agent").to_string();
+    let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
+    let watcher = PgStore::connect(&db.url, PoolSettings::default(), Arc::new(SystemClock)).await.expect("watch");
     let before = wal_now().await;
     let started = Instant::now();
     let claimers: Vec<_> = (0..workers)
@@ -141,7 +147,6 @@ async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Option<
             })
         })
         .collect();
-    let watcher = PgStore::connect(&db.url, PoolSettings::default(), Arc::new(SystemClock)).await.expect("watch");
     loop {
         // Asked through the claim scan's partial index (not done, this endpoint's queue), and
         // only whether one is left: the poll must not cost the drain it times.
