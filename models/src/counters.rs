@@ -35,8 +35,9 @@ pub struct Snapshot {
     /// (the endpoint was clocked out). Says why an agent heard nothing.
     pub withheld: BTreeMap<&'static str, u64>,
     /// Group admission (PgStore only; a model store claims alone and counts none): the groups
-    /// of budgeted `claim_next` callers this process took under one policy lock, and the
-    /// claimers they took. Their ratio is the mean group size.
+    /// of budgeted `claim_next` callers this process's leaders took to claim in turn (a group
+    /// takes one transaction, or more when refusals or a short pick need further rounds), and
+    /// the claimers they took. Their ratio is the mean group size.
     pub claim_groups: u64,
     pub claim_group_claimers: u64,
 }

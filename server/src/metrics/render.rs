@@ -231,12 +231,12 @@ fn render_push(registry: &Registry, counters: &Snapshot) -> prometheus::Result<(
     Ok(())
 }
 
-/// Group admission: how many budgeted `claim_next` callers shared each policy lock.
+/// Group admission: how many budgeted `claim_next` callers each leader took together.
 fn render_claim_groups(registry: &Registry, counters: &Snapshot) -> prometheus::Result<()> {
     let families = [
         (
             "switchboard_claim_groups_total",
-            "Groups of budgeted claim_next callers this replica took to claim in turn under one policy lock.",
+            "Groups of budgeted claim_next callers this replica's leaders took to claim in turn (one or more transactions each).",
             counters.claim_groups,
         ),
         (
