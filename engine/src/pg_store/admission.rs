@@ -32,7 +32,10 @@ impl Pending {
 
 /// The head of every status read: the clock, and each policy row with its pending count (at
 /// most `pending`'s limit) and in-flight claims, as `PolicyRow` names them. The caller appends
-/// the WHERE and ORDER BY.
+/// the WHERE and ORDER BY. The pending count takes one branch per owner kind (a policy has one
+/// owner, so the other counts nothing): with the two kinds in one OR, PostgreSQL ORs two bitmap
+/// scans, which read every pending entry of a deep queue before the LIMIT can stop them (4 ms
+/// for 60,000 pending todos, measured in `bench-admission`'s path (c)).
 fn status_select(binds: &mut Binds, now: Option<DateTime<Utc>>, pending: Pending) -> String {
     let now = binds.push(now);
     let pending_limit = binds.push(pending.limit());
@@ -41,7 +44,9 @@ fn status_select(binds: &mut Binds, now: Option<DateTime<Utc>>, pending: Pending
          SELECT p.id, p.endpoint_id, p.team_id, p.queue, p.max_in_flight, p.max_claims_per_window, \
            p.window_period, p.window_tz, p.window_start, p.window_weekday, p.created_at, p.updated_at, \
            (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
-              AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id) LIMIT {pending_limit}) counted) AS pending, \
+              AND t.endpoint_id = p.endpoint_id LIMIT {pending_limit}) counted) \
+           + (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
+              AND t.team_id = p.team_id LIMIT {pending_limit}) counted) AS pending, \
            f.n AS in_flight, f.earliest, clock.now \
          FROM admission_policies p CROSS JOIN clock \
          CROSS JOIN LATERAL (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
