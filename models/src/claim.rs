@@ -79,6 +79,33 @@ impl ClaimNextRounds {
         refused
     }
 
+    /// The pre-skip run before the first pick (issue #15), for a queue set whose last claim met a
+    /// refusal. `statuses` is the unlocked read of every queue (as `refused` asks for), `oldest`
+    /// the queue of the oldest claimable todo across them, also read unlocked. When that queue is
+    /// deferred for a reason that refuses every candidate (paused, window_exhausted,
+    /// admission_unavailable), the first pick would have met its refusal: this records it and runs
+    /// the pre-skip now, and returns what that refusal and the pre-skip after it would have counted
+    /// (REQ-12), so the answer and the counters are those of the rounds without the pre-read.
+    /// Otherwise (the oldest queue admits, or is in_flight_full, where the takeover of a lapsed
+    /// claim may still be admitted) it records nothing and returns None: the rounds go on as if
+    /// there had been no pre-read.
+    pub fn pre_read_first(
+        &mut self,
+        statuses: Vec<QueueAdmission>,
+        oldest: Option<&QueueIdentity>,
+    ) -> Option<Vec<(QueueIdentity, Reason)>> {
+        let oldest = oldest?;
+        let reason = statuses.iter().find(|queue| &queue.identity == oldest)?.status.hint.reason?;
+        if reason == Reason::InFlightFull || !self.excluded.is_empty() {
+            return None;
+        }
+        let mut refused = vec![(oldest.clone(), reason)];
+        if self.refused(oldest.clone()) {
+            refused.extend(self.exclude_deferred(statuses));
+        }
+        Some(refused)
+    }
+
     /// Nothing claimable is left outside the excluded queues; `statuses` are the excluded queues'
     /// statuses with their pending counts. A queue that has reopened since gets one more round;
     /// otherwise the excluded queues holding pending work are the deferred list (REQ-7).
@@ -189,6 +216,54 @@ mod tests {
         ]);
         assert_eq!(refused, vec![(queue("b"), Reason::AdmissionUnavailable)]);
         assert_eq!(rounds.excluded(), &[queue("a"), queue("b"), queue("c")]);
+    }
+
+    // SPEC-0030 REQ-4, REQ-12 (issue #15): the pre-skip read before the first pick counts and
+    // excludes exactly what the first refusal and the pre-skip after it would have.
+    #[test]
+    fn req4_the_pre_skip_read_first_counts_as_the_refusal_it_stands_for() {
+        let queues = [queue("a"), queue("b"), queue("c"), queue("d")];
+        let statuses = || {
+            vec![
+                status_of(queue("a"), true, 3),
+                status_of(queue("b"), true, 2),
+                status_of(queue("c"), true, 0),
+                status_of(queue("d"), false, 5),
+            ]
+        };
+        let mut without = ClaimNextRounds::new(&queues);
+        let mut counted = vec![(queue("a"), Reason::AdmissionUnavailable)];
+        assert!(without.refused(queue("a")));
+        counted.extend(without.exclude_deferred(statuses()));
+
+        let mut first = ClaimNextRounds::new(&queues);
+        assert_eq!(first.pre_read_first(statuses(), Some(&queue("a"))), Some(counted));
+        assert_eq!(first.excluded(), without.excluded());
+        assert!(!first.refused(queue("d")), "the pre-skip has run");
+
+        let mut single = ClaimNextRounds::new(&queues[..1]);
+        assert_eq!(
+            single.pre_read_first(statuses(), Some(&queue("a"))),
+            Some(vec![(queue("a"), Reason::AdmissionUnavailable)])
+        );
+        assert_eq!(single.excluded(), &[queue("a")]);
+    }
+
+    // SPEC-0030 REQ-4 (issue #15): when the oldest work is in an admitted queue, in a queue
+    // without a policy, nowhere, or in an in_flight_full queue (a takeover may still be admitted),
+    // the read first stands for no refusal and changes nothing.
+    #[test]
+    fn req4_the_pre_skip_read_first_records_nothing_unless_the_oldest_queue_refuses_all() {
+        let queues = [queue("a"), queue("b"), queue("c")];
+        let mut full = status_of(queue("c"), false, 1);
+        full.status.hint = AdmissionHint { reason: Some(Reason::InFlightFull), ..unavailable_status().hint };
+        let statuses = || vec![status_of(queue("a"), true, 3), status_of(queue("b"), false, 2), full.clone()];
+        for oldest in [Some(queue("b")), Some(queue("c")), Some(queue("unbudgeted")), None] {
+            let mut rounds = ClaimNextRounds::new(&queues);
+            assert_eq!(rounds.pre_read_first(statuses(), oldest.as_ref()), None, "{oldest:?}");
+            assert!(rounds.excluded().is_empty());
+            assert!(rounds.refused(queue("a")), "the pre-skip is still to run");
+        }
     }
 
     // SPEC-0030 REQ-7: a queue that reopened gets one more round, never two; then the deferred
