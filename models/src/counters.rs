@@ -40,6 +40,12 @@ pub struct Snapshot {
     /// the claimers they took. Their ratio is the mean group size.
     pub claim_groups: u64,
     pub claim_group_claimers: u64,
+    /// Groups (PgStore only, as above) that read their queues' statuses before the first pick,
+    /// because the last group on the same queues met a refusal (issue #15, the pre-skip read
+    /// first), and how many of those reads stood for a refusal the pick would have met. The
+    /// difference is reads that found the oldest work admitted again: their cost bought nothing.
+    pub claim_pre_reads_first: u64,
+    pub claim_pre_reads_first_met: u64,
 }
 
 /// How many distinct label sets (keys) one counter map keeps (issue #14). Queue names come from
@@ -160,6 +166,14 @@ impl Counters {
         self.with(|c| {
             c.claim_groups += 1;
             c.claim_group_claimers += claimers as u64;
+        });
+    }
+
+    /// One pre-skip read before a group's first pick; `met`: it stood for a refusal.
+    pub fn claim_pre_read_first(&self, met: bool) {
+        self.with(|c| {
+            c.claim_pre_reads_first += 1;
+            c.claim_pre_reads_first_met += u64::from(met);
         });
     }
 

@@ -38,7 +38,7 @@ use super::rows::{LockedPolicy, PolicyLimitsRow, TodoRow, identity_of, lock_poli
 use super::sql::{
     Binds, CLAIM_ORDER_ROWS, CLAIMABLE, OwnerGroup, TODO_COLUMNS, identity_filter, owner_groups, owner_groups_filter,
 };
-use super::{BudgetedHint, PgStore, db_error, finish};
+use super::{PgStore, QueueSetHint, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Headroom, Observation, Policy, Reason};
 use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
@@ -140,7 +140,7 @@ impl PgStore {
         // Queues without a policy: steps 1, 2 and the claim in a single statement. A queue set
         // whose oldest candidate was budgeted last time goes straight to the transaction, which
         // handles an unbudgeted candidate too (the hint only saves a statement).
-        let set = BudgetedHint::fingerprint(queues);
+        let set = QueueSetHint::fingerprint(queues);
         if !self.budgeted_hint.contains(set) {
             match self.claim_next_unbudgeted(actor, queues, lease_seconds).await? {
                 FastPath::Claimed(todo) => {
@@ -177,6 +177,14 @@ impl PgStore {
     /// known; on an error the claimers still in `turns` are owed it.
     async fn claim_next_in_turn(&self, queues: &[QueueIdentity], turns: &mut Turns) -> Result<()> {
         let mut rounds = ClaimNextRounds::new(queues);
+        let set = QueueSetHint::fingerprint(queues);
+        if self.refused_hint.contains(set)
+            && self.pre_read_first(set, queues, &mut rounds).await?
+            && mutant_hooks::claim_next_gives_up_after_refusal()
+        {
+            turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
+            return Ok(());
+        }
         for _ in 0..ClaimNextRounds::ROUNDS_MAX {
             for _ in 0..=queues.len() {
                 let present = turns.present();
@@ -211,6 +219,9 @@ impl PgStore {
                 let Some(reason) = refused else { continue };
                 let identity = candidates[0].identity.clone();
                 self.counters.refused(&identity.queue, reason);
+                if reason != Reason::InFlightFull {
+                    self.refused_hint.mark(set, true);
+                }
                 if mutant_hooks::claim_next_gives_up_after_refusal() {
                     turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
                     return Ok(());
@@ -233,6 +244,43 @@ impl PgStore {
         }
         turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
         Ok(())
+    }
+
+    /// The pre-skip read before the first pick, for a queue set whose last group met a refusal
+    /// (`refused_hint`): every queue's status and the queue of the oldest claimable todo, both
+    /// unlocked (REQ-4's permitted pre-skip; every claim is still decided under the lock). True
+    /// when it stood for the refusal the first pick would have met, which `rounds` then records
+    /// and the counters count; otherwise nothing is recorded and the hint is dropped.
+    async fn pre_read_first(&self, set: u64, queues: &[QueueIdentity], rounds: &mut ClaimNextRounds) -> Result<bool> {
+        // Two unlocked reads, independent of each other: on two connections at once.
+        let (statuses, oldest) =
+            tokio::try_join!(self.queue_admissions_tx(queues, Pending::AnyAtAll), self.oldest_claimable_queue(queues))?;
+        let refused = rounds.pre_read_first(statuses, oldest.as_ref());
+        self.counters.claim_pre_read_first(refused.is_some());
+        let Some(refused) = refused else {
+            self.refused_hint.mark(set, false);
+            return Ok(false);
+        };
+        for (identity, reason) in refused {
+            self.counters.refused(&identity.queue, reason);
+        }
+        Ok(true)
+    }
+
+    /// The queue of the oldest claimable todo of `queues`, read without locking anything: the
+    /// queue the budgeted path's first pick would try.
+    async fn oldest_claimable_queue(&self, queues: &[QueueIdentity]) -> Result<Option<QueueIdentity>> {
+        let mut binds = Binds::default();
+        let sql = format!(
+            "{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand",
+            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), &[], Lock::None)
+        );
+        let row: Option<CandidateRow> =
+            sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
+        row.map(|row| row.into_candidate().map(|candidate| candidate.identity)).transpose()
     }
 
     /// Step 6 for a group: one commit for every claim made, then each claimer gets its claim.
@@ -501,7 +549,7 @@ impl PgStore {
         wanted: usize,
     ) -> Result<Option<(Vec<Candidate>, PolicyLock)>> {
         let mut binds = Binds::default();
-        let head = candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded);
+        let head = candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded, Lock::SkipLocked);
         let more = binds.push(wanted.saturating_sub(1) as i64);
         // The further candidates, read in claim order through the owner's index with the first
         // candidate's owner and queue as constants (one branch per owner kind; the other finds
@@ -569,7 +617,7 @@ impl PgStore {
         let mut binds = Binds::default();
         let sql = format!(
             "{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand",
-            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded)
+            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded, Lock::SkipLocked)
         );
         let row: Option<CandidateRow> =
             sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
@@ -600,25 +648,37 @@ fn check_claimable(candidate: &Candidate, now: DateTime<Utc>) -> Result<()> {
     }
 }
 
+/// Whether `candidate_cte` locks its candidate.
+enum Lock {
+    /// Step 1: locked without waiting, so concurrent claimers get different rows.
+    SkipLocked,
+    /// A read that locks nothing (the pre-skip read's oldest queue).
+    None,
+}
+
 /// Step 1's statement head: the clock (`now`, or the database's when None), and `cand`, the
-/// oldest claimable todo of `queues` outside the `excluded` identities, locked without waiting
-/// (`SKIP LOCKED`). Materialised, so the todo lock is taken before anything the statement locks
-/// after it.
+/// oldest claimable todo of `queues` outside the `excluded` identities, locked as `lock` says.
+/// Materialised, so the todo lock is taken before anything the statement locks after it.
 fn candidate_cte(
     binds: &mut Binds,
     now: Option<DateTime<Utc>>,
     queues: &[OwnerGroup],
     excluded: &[QueueIdentity],
+    lock: Lock,
 ) -> String {
     let now = binds.push(now);
     let excluded = identity_filter(binds, "t", excluded);
     let queues = owner_groups_filter(binds, queues);
+    let lock = match lock {
+        Lock::SkipLocked => "FOR UPDATE OF t SKIP LOCKED",
+        Lock::None => "",
+    };
     format!(
         "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now), \
          cand AS MATERIALIZED ( \
            SELECT t.id, t.endpoint_id, t.team_id, t.queue, t.state = 'claimed' AS takes_over FROM todos t, clock \
            WHERE {queues} AND NOT {excluded} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-           ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1)"
+           ORDER BY t.created_at, t.id {lock} LIMIT 1)"
     )
 }
 

@@ -81,18 +81,23 @@ pub struct PgStore {
     /// Queue sets whose oldest candidate was budgeted last time: `claim_next` on them skips the
     /// one-statement path that would only find that out again (a hint for speed only: both paths
     /// give the same answer).
-    budgeted_hint: Arc<BudgetedHint>,
+    budgeted_hint: Arc<QueueSetHint>,
+    /// Queue sets whose last budgeted `claim_next` met a refusal for a reason that refuses every
+    /// candidate: the next reads the queues' statuses before its first pick, so it skips the
+    /// refused transaction it would otherwise take first (issue #15; `ClaimNextRounds::
+    /// pre_read_first` keeps the answer and the counters those of the rounds without it).
+    refused_hint: Arc<QueueSetHint>,
     /// Budgeted claimers of one queue set waiting to be claimed for together (group admission).
     claim_groups: Arc<groups::ClaimGroups>,
 }
 
-/// A bounded set of queue-set fingerprints (see `PgStore::budgeted_hint`).
+/// A bounded set of queue-set fingerprints (`PgStore::budgeted_hint`, `PgStore::refused_hint`).
 #[derive(Default)]
-pub(crate) struct BudgetedHint {
+pub(crate) struct QueueSetHint {
     sets: std::sync::Mutex<std::collections::HashSet<u64>>,
 }
 
-impl BudgetedHint {
+impl QueueSetHint {
     /// Forgets everything past this many queue sets, so the hint cannot grow without bound.
     const SETS_MAX: usize = 4096;
 
@@ -179,6 +184,7 @@ impl PgStore {
             reaper_interval: models::limits::REAPER_INTERVAL_DEFAULT,
             admission_lookup: true,
             budgeted_hint: Arc::default(),
+            refused_hint: Arc::default(),
             claim_groups: Arc::new(groups::ClaimGroups::new(
                 PoolSettings::default().claimers_per_queue_set,
                 PoolSettings::default().lock_timeout,

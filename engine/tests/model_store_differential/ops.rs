@@ -172,6 +172,7 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
         half_hour_zone_corrupt_zone_and_clear(),
         zero_pauses_and_week_window(),
         purge_keeps_the_audit_and_usage_is_pruned(),
+        pre_read_first_stands_for_refusals_only(),
     ]
     .concat()
 }
@@ -336,5 +337,28 @@ fn purge_keeps_the_audit_and_usage_is_pruned() -> Vec<Op> {
         Op::Prune,
         Op::Prune,
         Op::AllAdmissions,
+    ]
+}
+
+/// Issue #15: the pre-skip read before a first pick (PgStore, after a refusal on the same queues)
+/// stands for a window refusal, counted as the refusal was; it leaves the takeover of a lapsed
+/// claim in an in_flight_full queue to the lock, which admits it.
+fn pre_read_first_stands_for_refusals_only() -> Vec<Op> {
+    let daily = json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}});
+    vec![
+        policy(4, json!({"max_in_flight": 1})),
+        policy(5, daily),
+        create(4, 14, None, 3),
+        create(5, 15, None, 3),
+        create(5, 16, None, 3),
+        create(4, 17, None, 3),
+        Op::ClaimNext { actor: 1, queues: vec![4, 5], lease: 60 },
+        next(1, &[4, 5]),
+        next(1, &[4, 5]),
+        next(1, &[4, 5]),
+        Op::Advance(Duration::seconds(61)),
+        next(1, &[4, 5]),
+        next(1, &[4, 5]),
+        Op::QueueAdmissions { identities: vec![4, 5] },
     ]
 }

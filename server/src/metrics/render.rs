@@ -231,7 +231,8 @@ fn render_push(registry: &Registry, counters: &Snapshot) -> prometheus::Result<(
     Ok(())
 }
 
-/// Group admission: how many budgeted `claim_next` callers each leader took together.
+/// Group admission: how many budgeted `claim_next` callers each leader took together, and how
+/// often a group read its queues' statuses before its first pick (issue #15).
 fn render_claim_groups(registry: &Registry, counters: &Snapshot) -> prometheus::Result<()> {
     let families = [
         (
@@ -243,6 +244,16 @@ fn render_claim_groups(registry: &Registry, counters: &Snapshot) -> prometheus::
             "switchboard_claim_group_claimers_total",
             "Claimers those groups took; divided by switchboard_claim_groups_total, the mean group size.",
             counters.claim_group_claimers,
+        ),
+        (
+            "switchboard_claim_pre_reads_first_total",
+            "Groups that read their queues' statuses before the first pick because the last group on those queues met a refusal.",
+            counters.claim_pre_reads_first,
+        ),
+        (
+            "switchboard_claim_pre_reads_first_met_total",
+            "Of those reads, the ones that stood for a refusal the first pick would have met; the rest bought nothing.",
+            counters.claim_pre_reads_first_met,
         ),
     ];
     for (name, help, value) in families {
