@@ -141,6 +141,17 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     }
     let (actor, granted) = seed(&store, path).await;
     let (latencies, mut completes) = drive_claimers(&store, &actor, &granted, claimers, duration).await;
+    let counted = store.counters().snapshot();
+    if counted.claim_groups > 0 {
+        println!(
+            "    {}: {} groups of {:.1} claimers on average; {} pre-skip reads first, {} of them standing for a refusal",
+            path.label(),
+            counted.claim_groups,
+            counted.claim_group_claimers as f64 / counted.claim_groups as f64,
+            counted.claim_pre_reads_first,
+            counted.claim_pre_reads_first_met,
+        );
+    }
     completes.sort();
     let complete_p50_ms = completes.get(completes.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
     store.pool().close().await;
