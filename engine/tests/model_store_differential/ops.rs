@@ -173,6 +173,7 @@ pub(crate) fn scripted_edges(start: DateTime<Utc>) -> Vec<Op> {
         zero_pauses_and_week_window(),
         purge_keeps_the_audit_and_usage_is_pruned(),
         pre_read_first_stands_for_refusals_only(),
+        usage_rows_left_by_earlier_windows(),
     ]
     .concat()
 }
@@ -361,4 +362,21 @@ fn pre_read_first_stands_for_refusals_only() -> Vec<Op> {
         next(1, &[4, 5]),
         Op::QueueAdmissions { identities: vec![4, 5] },
     ]
+}
+
+/// REQ-6 after REQ-10 changes: a status finds the current window's usage past rows that earlier
+/// windows of the same policy left starting later (hourly at :15 and at :30, then on the hour).
+fn usage_rows_left_by_earlier_windows() -> Vec<Op> {
+    let hourly = |tz: &str, start: &str| json!({"max_claims_per_window": 5, "window": {"period": "hour", "tz": tz, "start": start}});
+    let claim_one = |n: usize| vec![create(4, n, None, 3), next(1, &[4])];
+    [
+        vec![Op::SetClock(at("2026-04-13T08:20:00Z")), policy(4, hourly("UTC", "00:15"))],
+        claim_one(18),
+        vec![Op::SetClock(at("2026-04-13T08:40:00Z")), policy(4, hourly("Asia/Kolkata", "00:00"))],
+        claim_one(19),
+        vec![policy(4, hourly("UTC", "00:00")), Op::QueueAdmissions { identities: vec![4] }],
+        claim_one(20),
+        vec![Op::QueueAdmissions { identities: vec![4] }, Op::PolicyDetail { identity: 4 }],
+    ]
+    .concat()
 }
