@@ -40,6 +40,8 @@ enum Path {
     NoPolicy,
     Budgeted,
     ManyExhausted,
+    /// (c) with the statuses read only after the first refusal, as before issue #15's read first.
+    ManyExhaustedRefusedFirst,
 }
 
 impl Path {
@@ -49,6 +51,7 @@ impl Path {
             Path::NoPolicy => "(a) no policy",
             Path::Budgeted => "(b) budgeted, never binds",
             Path::ManyExhausted => "(c) 200 queues, 199 exhausted",
+            Path::ManyExhaustedRefusedFirst => "(c) without the read first",
         }
     }
 }
@@ -95,29 +98,37 @@ async fn main() {
         }
         report(Path::Base, claimers, median(base));
         report(Path::NoPolicy, claimers, median(no_policy));
-        for path in [Path::Budgeted, Path::ManyExhausted] {
-            report(path, claimers, run(path, claimers, Duration::from_secs(seconds)).await);
+        report(Path::Budgeted, claimers, run(Path::Budgeted, claimers, Duration::from_secs(seconds)).await);
+        // (c) with and without the read first alternate too, so their ratio is not drift.
+        let (mut read_first, mut refused_first) = (Vec::new(), Vec::new());
+        for _ in 0..REPEATS {
+            read_first.push(run(Path::ManyExhausted, claimers, Duration::from_secs(seconds)).await);
+            refused_first.push(run(Path::ManyExhaustedRefusedFirst, claimers, Duration::from_secs(seconds)).await);
         }
+        report(Path::ManyExhausted, claimers, median(read_first));
+        report(Path::ManyExhaustedRefusedFirst, claimers, median(refused_first));
     }
     let find = |path: Path, claimers: usize| results.iter().find(|r| r.0 == path && r.1 == claimers).map(|r| &r.2);
     println!();
     for &claimers in &concurrency {
-        let (Some(base), Some(a), Some(b), Some(c)) = (
+        let (Some(base), Some(a), Some(b), Some(c), Some(c_refused_first)) = (
             find(Path::Base, claimers),
             find(Path::NoPolicy, claimers),
             find(Path::Budgeted, claimers),
             find(Path::ManyExhausted, claimers),
+            find(Path::ManyExhaustedRefusedFirst, claimers),
         ) else {
             continue;
         };
         println!(
             "claimers={claimers:<3} (a)/base throughput {:.3}   (b)/(a) throughput {:.3}   (c)/(b) p50 latency {:.2}   \
-             (c)/(a) p50 latency {:.2}   p99 {:.2}",
+             (c)/(a) p50 latency {:.2}   p99 {:.2}   (c)/(c without the read first) p50 {:.2}",
             a.claims_per_second / base.claims_per_second,
             b.claims_per_second / a.claims_per_second,
             c.p50_ms / b.p50_ms,
             c.p50_ms / a.p50_ms,
             c.p99_ms / a.p99_ms,
+            c.p50_ms / c_refused_first.p50_ms,
         );
     }
     println!("targets (issue #15): (a)/base >= 0.95; (b)/(a) >= 0.8 at 16 claimers; (c)/(b) p50 <= 1.3 at 16 claimers");
@@ -138,6 +149,9 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     let mut store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
     if path == Path::Base {
         store = store.benchmark_without_admission_lookup();
+    }
+    if path == Path::ManyExhaustedRefusedFirst {
+        store = store.benchmark_without_pre_read_first();
     }
     let (actor, granted) = seed(&store, path).await;
     let (latencies, mut completes) = drive_claimers(&store, &actor, &granted, claimers, duration).await;
@@ -162,14 +176,15 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
 /// The world one run claims from: a human, an endpoint over the path's queues, their policies
 /// and pending work. Returns the claiming agent and the queues it is granted.
 async fn seed(store: &PgStore, path: Path) -> (Actor, Vec<QueueIdentity>) {
+    let many = matches!(path, Path::ManyExhausted | Path::ManyExhaustedRefusedFirst);
     let queues: Vec<String> = match path {
-        Path::ManyExhausted => (0..=EXHAUSTED_QUEUES).map(|i| format!("q{i:03}")).collect(),
+        _ if many => (0..=EXHAUSTED_QUEUES).map(|i| format!("q{i:03}")).collect(),
         _ => vec!["work".to_string()],
     };
     let admitted_queue = queues.last().cloned().expect("a queue");
-    let budgeted = matches!(path, Path::Budgeted | Path::ManyExhausted).then_some(admitted_queue.as_str());
+    let budgeted = (path == Path::Budgeted || many).then_some(admitted_queue.as_str());
     let endpoint = bench_endpoint(store, &queues, budgeted).await;
-    if path == Path::ManyExhausted {
+    if many {
         exhaust_queues(store, &endpoint.id, &queues[..EXHAUSTED_QUEUES]).await;
     }
     // Enough pending work in the admitted queue for the whole run.

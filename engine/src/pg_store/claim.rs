@@ -178,7 +178,8 @@ impl PgStore {
     async fn claim_next_in_turn(&self, queues: &[QueueIdentity], turns: &mut Turns) -> Result<()> {
         let mut rounds = ClaimNextRounds::new(queues);
         let set = QueueSetHint::fingerprint(queues);
-        if self.refused_hint.contains(set)
+        if self.pre_read_first
+            && self.refused_hint.contains(set)
             && self.pre_read_first(set, queues, &mut rounds).await?
             && mutant_hooks::claim_next_gives_up_after_refusal()
         {
