@@ -15,10 +15,12 @@
 
 #[path = "support/bench_endpoint.rs"]
 mod bench_endpoint;
+#[path = "support/bench_paths.rs"]
+mod bench_paths;
 #[path = "support/fake_data.rs"]
 mod fake_data;
 
-use bench_endpoint::{bench_endpoint, spend_budgets};
+use bench_paths::{ClaimPath, seed_path};
 use engine::testing::fresh_database;
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
@@ -28,11 +30,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
-const EXHAUSTED_QUEUES: usize = 199;
 const REPEATS: usize = 3;
-/// The seed of the pending todos' titles and payloads, and how many distinct ones they cycle.
-const FAKE_SEED: u64 = 14_063;
-const SAMPLES: usize = 1_000;
+/// Pending todos in the admitted queue: enough for the whole run.
+const ADMITTED_TODOS: i64 = 60_000;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -45,6 +45,15 @@ enum Path {
 }
 
 impl Path {
+    /// The world the path claims from (base and (a) claim from the same one).
+    fn claims_from(self) -> ClaimPath {
+        match self {
+            Path::Base | Path::NoPolicy => ClaimPath::NoPolicy,
+            Path::Budgeted => ClaimPath::Budgeted,
+            Path::ManyExhausted | Path::ManyExhaustedRefusedFirst => ClaimPath::ManyExhausted,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Path::Base => "base (no lookup)",
@@ -153,8 +162,9 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     if path == Path::ManyExhaustedRefusedFirst {
         store = store.benchmark_without_pre_read_first();
     }
-    let (actor, granted) = seed(&store, path).await;
-    let (latencies, mut completes) = drive_claimers(&store, &actor, &granted, claimers, duration).await;
+    let endpoint = seed_path(&store, path.claims_from(), ADMITTED_TODOS).await;
+    let (latencies, mut completes) =
+        drive_claimers(&store, &endpoint.actor, &endpoint.granted, claimers, duration).await;
     let counted = store.counters().snapshot();
     if counted.claim_groups > 0 {
         println!(
@@ -171,32 +181,6 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     store.pool().close().await;
     engine::testing::drop_database(&db).await;
     measure(latencies, complete_p50_ms, duration)
-}
-
-/// The world one run claims from: a human, an endpoint over the path's queues, their policies
-/// and pending work. Returns the claiming agent and the queues it is granted.
-async fn seed(store: &PgStore, path: Path) -> (Actor, Vec<QueueIdentity>) {
-    let many = matches!(path, Path::ManyExhausted | Path::ManyExhaustedRefusedFirst);
-    let queues: Vec<String> = match path {
-        _ if many => (0..=EXHAUSTED_QUEUES).map(|i| format!("q{i:03}")).collect(),
-        _ => vec!["work".to_string()],
-    };
-    let admitted_queue = queues.last().cloned().expect("a queue");
-    let budgeted = (path == Path::Budgeted || many).then_some(admitted_queue.as_str());
-    let endpoint = bench_endpoint(store, &queues, budgeted).await;
-    if many {
-        exhaust_queues(store, &endpoint.id, &queues[..EXHAUSTED_QUEUES]).await;
-    }
-    // Enough pending work in the admitted queue for the whole run.
-    insert_todos(store, &endpoint.id, std::slice::from_ref(&admitted_queue), 60_000, "0 seconds").await;
-    sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
-    (endpoint.actor, endpoint.granted)
-}
-
-/// Queues with a spent budget and older pending work than the admitted queue's.
-async fn exhaust_queues(store: &PgStore, endpoint_id: &str, queues: &[String]) {
-    spend_budgets(store, endpoint_id, queues).await;
-    insert_todos(store, endpoint_id, queues, 5, "1 hour").await;
 }
 
 /// `claimers` workers loop claim_next then complete until `duration` is up. Returns every claim's
@@ -245,28 +229,4 @@ fn measure(mut latencies: Vec<Duration>, complete_p50_ms: f64, duration: Duratio
         p99_ms: quantile(0.99),
         complete_p50_ms,
     }
-}
-
-/// Bulk setup in SQL: `per_queue` pending todos in each queue, created `age` ago; todo n takes
-/// sample n mod the number of samples (arrays count from 1).
-async fn insert_todos(store: &PgStore, endpoint_id: &str, queues: &[String], per_queue: i64, age: &str) {
-    let samples = fake_data::samples(FAKE_SEED, SAMPLES);
-    let titles: Vec<&str> = samples.iter().map(|sample| sample.title.as_str()).collect();
-    let payloads: Vec<String> = samples.iter().map(|sample| sample.payload.to_string()).collect();
-    sqlx::query(
-        "INSERT INTO todos (id, endpoint_id, queue, title, payload, created_by_kind, created_at, updated_at) \
-         SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, q, \
-                ($5::text[])[1 + n % cardinality($5::text[])], ($6::text[])[1 + n % cardinality($6::text[])]::jsonb, \
-                'system', now() - $3::interval + make_interval(secs => n / 1000.0), now() \
-         FROM unnest($2::text[]) AS q, generate_series(1, $4) AS n",
-    )
-    .bind(endpoint_id)
-    .bind(queues)
-    .bind(age)
-    .bind(per_queue)
-    .bind(&titles)
-    .bind(&payloads)
-    .execute(store.pool())
-    .await
-    .expect("insert todos");
 }

@@ -3,13 +3,19 @@
 //! with `SWITCHBOARD_TEST_DURABLE=1`, which `ci/bench-mcp --durable` sets).
 //! Each agent loops `claim_next` then `complete` for a fixed time on issue #15's paths: (a) one
 //! queue without a policy, (b) one with a budget that never binds, (c) 200 granted queues of which
-//! 199 are exhausted with older work. A benchmark: it prints, it asserts nothing.
+//! 199 are exhausted with older work, seeded as `bench_admission` seeds them (`bench_paths`). A
+//! benchmark: it prints, it asserts nothing.
 //! Usage: cargo run --release -p server --example bench_mcp [-- SECONDS [AGENTS,...]]
 
 #[path = "../../engine/examples/support/bench_endpoint.rs"]
 mod bench_endpoint;
+#[path = "../../engine/examples/support/bench_paths.rs"]
+mod bench_paths;
+#[path = "../../engine/examples/support/fake_data.rs"]
+mod fake_data;
 
-use bench_endpoint::{BenchEndpoint, bench_endpoint, spend_budgets};
+use bench_endpoint::BenchEndpoint;
+use bench_paths::{ClaimPath, seed_path};
 use engine::{PgStore, PoolSettings};
 use models::store::{ClaimNext, Store, SystemClock};
 use serde_json::{Value, json};
@@ -19,24 +25,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const AGENTS_DEFAULT: [usize; 3] = [1, 16, 64];
-/// Path (c): granted queues whose budget is spent, beside the one that admits.
-const EXHAUSTED_QUEUES: usize = 199;
+/// Pending todos in the admitted queue: enough for the whole run.
+const ADMITTED_TODOS: i64 = 40_000;
 
-/// What the agents claim from: issue #15's paths (a), (b) and (c).
-#[derive(Clone, Copy, PartialEq)]
-enum Path {
-    NoPolicy,
-    Budgeted,
-    ManyExhausted,
-}
-
-impl Path {
-    fn label(self) -> &'static str {
-        match self {
-            Path::NoPolicy => "(a) no policy",
-            Path::Budgeted => "(b) budgeted",
-            Path::ManyExhausted => "(c) 200 queues",
-        }
+/// Issue #15's paths, as this benchmark labels them.
+fn label(path: ClaimPath) -> &'static str {
+    match path {
+        ClaimPath::NoPolicy => "(a) no policy",
+        ClaimPath::Budgeted => "(b) budgeted",
+        ClaimPath::ManyExhausted => "(c) 200 queues",
     }
 }
 
@@ -51,24 +48,24 @@ async fn main() {
     println!("bench-mcp: agents {counts:?}, {seconds} s per run, throwaway PostgreSQL ({durability})");
     for &agents in &counts {
         let mut ratios = Vec::new();
-        for path in [Path::NoPolicy, Path::Budgeted, Path::ManyExhausted] {
+        for path in [ClaimPath::NoPolicy, ClaimPath::Budgeted, ClaimPath::ManyExhausted] {
             let mut rates = [0.0; 2];
             for (rate, through_mcp) in rates.iter_mut().zip([false, true]) {
                 let (claims, p50, p99) = run(path, agents, through_mcp, Duration::from_secs(seconds)).await;
                 *rate = claims;
                 println!(
                     "agents={agents:<3} {:<15} {:<7} {claims:>7.0} claims/s   claim p50 {p50:>7.2} ms   p99 {p99:>7.2} ms",
-                    path.label(),
+                    label(path),
                     if through_mcp { "MCP" } else { "engine" },
                 );
             }
-            ratios.push(format!("{} {:.2}", path.label(), rates[1] / rates[0]));
+            ratios.push(format!("{} {:.2}", label(path), rates[1] / rates[0]));
         }
         println!("agents={agents:<3} MCP/engine: {}   (issue #15 target: >= 0.7 at 16 agents)\n", ratios.join("   "));
     }
 }
 
-async fn run(path: Path, agents: usize, through_mcp: bool, duration: Duration) -> (f64, f64, f64) {
+async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Duration) -> (f64, f64, f64) {
     let db = engine::testing::fresh_database().await;
     let settings = PoolSettings {
         connections_max: agents as u32 + 8,
@@ -76,7 +73,7 @@ async fn run(path: Path, agents: usize, through_mcp: bool, duration: Duration) -
         ..PoolSettings::default()
     };
     let store = PgStore::connect(&db.url, settings, Arc::new(SystemClock)).await.expect("connect");
-    let agent = seed(&store, path).await;
+    let agent = seed_path(&store, path, ADMITTED_TODOS).await;
     let base = if through_mcp { Some(serve_mcp(&store, &agent.slug).await) } else { None };
     let deadline = Instant::now() + duration;
     let loops: Vec<_> =
@@ -90,42 +87,6 @@ async fn run(path: Path, agents: usize, through_mcp: bool, duration: Duration) -
     latencies.sort();
     let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
     (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
-}
-
-/// A human and an endpoint over the path's queues: 40 000 pending todos in the one that admits
-/// (budgeted for (b) and (c)), and for (c) 199 more queues with spent budgets and older work.
-async fn seed(store: &PgStore, path: Path) -> BenchEndpoint {
-    let queues: Vec<String> = match path {
-        Path::ManyExhausted => (0..=EXHAUSTED_QUEUES).map(|i| format!("q{i:03}")).collect(),
-        _ => vec!["work".to_string()],
-    };
-    let admitted = queues.last().cloned().expect("a queue");
-    let budgeted = (path != Path::NoPolicy).then_some(admitted.as_str());
-    let endpoint = bench_endpoint(store, &queues, budgeted).await;
-    if path == Path::ManyExhausted {
-        spend_budgets(store, &endpoint.id, &queues[..EXHAUSTED_QUEUES]).await;
-        insert_todos(store, &endpoint.id, &queues[..EXHAUSTED_QUEUES], 5, "-1 hour").await;
-    }
-    insert_todos(store, &endpoint.id, std::slice::from_ref(&admitted), 40_000, "0 seconds").await;
-    sqlx::query("ANALYZE").execute(store.pool()).await.expect("analyze");
-    endpoint
-}
-
-/// `per_queue` pending todos in each of `queues`, created from `now() + offset` a millisecond apart.
-async fn insert_todos(store: &PgStore, endpoint_id: &str, queues: &[String], per_queue: i64, offset: &str) {
-    sqlx::query(
-        "INSERT INTO todos (id, endpoint_id, queue, title, created_by_kind, created_at, updated_at) \
-         SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), $1, q, 'bench', 'system', \
-                now() + $2::interval + make_interval(secs => n / 1000.0), now() \
-         FROM unnest($3::text[]) AS q, generate_series(1, $4) AS n",
-    )
-    .bind(endpoint_id)
-    .bind(offset)
-    .bind(queues)
-    .bind(per_queue)
-    .execute(store.pool())
-    .await
-    .expect("todos");
 }
 
 /// Serves the app on a free local port; returns the endpoint's MCP URL.
