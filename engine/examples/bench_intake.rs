@@ -6,7 +6,8 @@
 //! 16 producers call `create_todos` with batches of 100 and of 1000 (one transaction, one
 //! `INSERT` per call), against `create_todo` one at a time by as many producers: todos created
 //! per second over the run's wall time, and the ratio batched/single per producer count.
-//! Throwaway PostgreSQL, fsync off, a fresh database per run. Titles and payloads are `fake` text
+//! Throwaway PostgreSQL, fsync off unless `SWITCHBOARD_TEST_DURABLE=1` (as `ci/bench` sets), a
+//! fresh database per run. Titles and payloads are `fake` text
 //! from a fixed seed, generated before the clock starts.
 //! A benchmark: it prints, it asserts nothing.
 //! Usage: cargo run --release -p engine --example bench_intake [-- SECONDS]
@@ -49,7 +50,8 @@ struct Outcome {
 async fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
     let duration = Duration::from_secs(seconds);
-    println!("bench-intake: {PRODUCERS} concurrent producers, {seconds} s per run, throwaway PostgreSQL (fsync off)");
+    let storage = if engine::testing::durable_requested() { "durable: fsync on" } else { "fsync off" };
+    println!("bench-intake: {PRODUCERS} concurrent producers, {seconds} s per run, throwaway PostgreSQL ({storage})");
     let mut singles = Vec::new();
     for capacity in [0, 1_000_000] {
         let Outcome { rate, p50, p99 } = run(capacity, PRODUCERS, Create::Single, duration).await;
