@@ -178,7 +178,11 @@ impl PgStore {
     async fn claim_next_in_turn(&self, queues: &[QueueIdentity], turns: &mut Turns) -> Result<()> {
         let mut rounds = ClaimNextRounds::new(queues);
         let set = QueueSetHint::fingerprint(queues);
+        // The read first counts refusals, so it runs only while a claimer waits, as a locked
+        // refusal does.
         if self.pre_read_first
+            && mutant_hooks::reads_first()
+            && turns.present() > 0
             && self.refused_hint.contains(set)
             && self.pre_read_first(set, queues, &mut rounds).await?
             && mutant_hooks::claim_next_gives_up_after_refusal()
@@ -220,7 +224,10 @@ impl PgStore {
                 let Some(reason) = refused else { continue };
                 let identity = candidates[0].identity.clone();
                 self.counters.refused(&identity.queue, reason);
-                if reason != Reason::InFlightFull {
+                // Only a limit that refuses every candidate marks the set. Not in_flight_full,
+                // which the read first leaves to the lock, and not admission_unavailable, which is
+                // most often a lock timeout that the unlocked read cannot see.
+                if matches!(reason, Reason::Paused | Reason::WindowExhausted) {
                     self.refused_hint.mark(set, true);
                 }
                 if mutant_hooks::claim_next_gives_up_after_refusal() {
@@ -269,7 +276,9 @@ impl PgStore {
     }
 
     /// The queue of the oldest claimable todo of `queues`, read without locking anything: the
-    /// queue the budgeted path's first pick would try.
+    /// queue the budgeted path's first pick would try when no other claimer holds that todo. (A
+    /// held one is still seen here, so under contention the read first may count the refusal of
+    /// a queue whose work another claimer holds; the claim and the charges are unaffected.)
     async fn oldest_claimable_queue(&self, queues: &[QueueIdentity]) -> Result<Option<QueueIdentity>> {
         let mut binds = Binds::default();
         let sql = format!(

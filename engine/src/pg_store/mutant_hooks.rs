@@ -21,6 +21,14 @@ pub(super) fn claim_next_gives_up_after_refusal() -> bool {
     active(Mutant::ClaimNextStopsAtFirstRefusal)
 }
 
+/// `claim_next`'s read first (issue #15) excludes queues on an unlocked status read, so those
+/// queues never reach the locked decision: whether to take it, which production always does.
+/// Off while a bug that lives in that decision is on (`IgnoreUsage`, `FailOpenUnknownZone`,
+/// `CheckOutsideLock`), so every refused queue still meets the bug, as before the read first.
+pub(super) fn reads_first() -> bool {
+    !(active(Mutant::IgnoreUsage) || active(Mutant::FailOpenUnknownZone) || active(Mutant::CheckOutsideLock))
+}
+
 /// The claim's over-admission assertion: whether a bug that over-admits on purpose is on, in
 /// which case the assertion stands aside so the simulation's invariants, not a panic, catch it.
 /// Read once per claim, so a bug switched off mid-request cannot make its own claim look like an
