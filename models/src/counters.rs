@@ -43,7 +43,8 @@ pub struct Snapshot {
     /// Groups (PgStore only, as above) that read their queues' statuses before the first pick,
     /// because the last group on the same queues met a refusal (issue #15, the pre-skip read
     /// first), and how many of those reads stood for a refusal the pick would have met. The
-    /// difference is reads that found the oldest work admitted again: their cost bought nothing.
+    /// difference is reads that bought nothing: the oldest work's queue admitted again, was
+    /// in_flight_full (left to the lock), had no policy, or nothing was claimable.
     pub claim_pre_reads_first: u64,
     pub claim_pre_reads_first_met: u64,
 }

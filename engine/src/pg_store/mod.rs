@@ -114,9 +114,9 @@ impl QueueSetHint {
         self.sets.lock().unwrap_or_else(|p| p.into_inner()).contains(&set)
     }
 
-    pub(crate) fn mark(&self, set: u64, budgeted: bool) {
+    pub(crate) fn mark(&self, set: u64, marked: bool) {
         let mut sets = self.sets.lock().unwrap_or_else(|p| p.into_inner());
-        if budgeted {
+        if marked {
             if sets.len() >= Self::SETS_MAX {
                 sets.clear();
             }
@@ -218,7 +218,7 @@ impl PgStore {
 
     /// For `ci/bench-admission` only: `claim_next` never reads statuses before its first pick,
     /// so the benchmark can set the refused transaction it saves against the read (the answers
-    /// and counters are the same either way).
+    /// and the refusal counters of sequential claims are the same either way).
     #[doc(hidden)]
     pub fn benchmark_without_pre_read_first(mut self) -> PgStore {
         self.pre_read_first = false;
