@@ -39,13 +39,17 @@ pub(crate) struct ClaimGroups {
     members_max: usize,
     wait: Duration,
     sets: Mutex<HashMap<u64, Group>>,
+    /// The next claimer's seat, unique for the process's life. Not per
+    /// group: a set's group is removed and made anew as it empties and fills, and a claimer whose
+    /// ticket outlives its group (it leaves when its answer is in) must never find its seat
+    /// number on a claimer of the next group and take that one out of the queue.
+    next_seat: std::sync::atomic::AtomicU64,
 }
 
 /// One queue set's waiting claimers, and whether a leader task is serving them.
 struct Group {
     queues: Vec<QueueIdentity>,
     waiting: VecDeque<(u64, Member)>,
-    next_seat: u64,
     /// Leader tasks serving this set now, at most `LEADERS_MAX`.
     leaders: usize,
 }
@@ -132,7 +136,12 @@ impl Drop for Ticket {
 
 impl ClaimGroups {
     pub(crate) fn new(members_max: usize, wait: Duration) -> ClaimGroups {
-        ClaimGroups { members_max: members_max.max(1), wait, sets: Mutex::new(HashMap::new()) }
+        ClaimGroups {
+            members_max: members_max.max(1),
+            wait,
+            sets: Mutex::new(HashMap::new()),
+            next_seat: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     fn sets(&self) -> MutexGuard<'_, HashMap<u64, Group>> {
@@ -152,30 +161,10 @@ impl ClaimGroups {
     ) -> Result<ClaimNext> {
         let (reply, answer) = oneshot::channel();
         let member = Member { actor: actor.clone(), lease_seconds, reply };
-        let queued = {
-            let mut sets = self.sets();
-            let group = sets.entry(set).or_insert_with(|| Group {
-                queues: queues.to_vec(),
-                waiting: VecDeque::new(),
-                next_seat: 0,
-                leaders: 0,
-            });
-            // Another queue set with the same fingerprint claims alone rather than share.
-            if group.queues == queues {
-                let seat = group.next_seat;
-                group.next_seat += 1;
-                group.waiting.push_back((seat, member));
-                let lead = group.leaders < LEADERS_MAX;
-                group.leaders += usize::from(lead);
-                Ok((seat, lead))
-            } else {
-                Err(member)
-            }
-        };
-        let (seat, lead) = match queued {
+        let (seat, lead) = match self.join(set, queues, member) {
             Ok(queued) => queued,
             Err(member) => {
-                store.claim_next_group(queues, vec![member]).await;
+                store.claim_next_group(queues, vec![*member]).await;
                 return answer.await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")));
             }
         };
@@ -200,6 +189,27 @@ impl ClaimGroups {
                 (&mut ticket.answer).await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")))
             }
         }
+    }
+
+    /// Queues `member` for set `set`: its seat, and whether it must start the set's leader. A
+    /// different queue set with the same fingerprint gets the member back, to claim alone.
+    fn join(
+        &self,
+        set: u64,
+        queues: &[QueueIdentity],
+        member: Member,
+    ) -> std::result::Result<(u64, bool), Box<Member>> {
+        let mut sets = self.sets();
+        let group =
+            sets.entry(set).or_insert_with(|| Group { queues: queues.to_vec(), waiting: VecDeque::new(), leaders: 0 });
+        if group.queues != queues {
+            return Err(Box::new(member));
+        }
+        let seat = self.next_seat.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        group.waiting.push_back((seat, member));
+        let lead = group.leaders < LEADERS_MAX;
+        group.leaders += usize::from(lead);
+        Ok((seat, lead))
     }
 
     /// Takes seat `seat` of set `set` out of its queue. False when it was no longer there (taken
@@ -252,5 +262,50 @@ impl ClaimGroups {
         if group.leaders == 0 && (failed || group.waiting.is_empty()) {
             sets.remove(&set);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use models::scope::{AgentScope, Reach};
+
+    fn member() -> (Member, oneshot::Receiver<Result<ClaimNext>>) {
+        let scope = AgentScope {
+            endpoint_id: "ep_1".into(),
+            endpoint_slug: "one".into(),
+            owner_human_id: None,
+            reach: Reach::default(),
+            granted: vec![],
+            verbs: vec![],
+            manages: Reach::default(),
+            acting_for_human_id: None,
+        };
+        let (reply, answer) = oneshot::channel();
+        (Member { actor: Actor::Agent(scope), lease_seconds: 60, reply }, answer)
+    }
+
+    // SPEC-0030 REQ-13 (issue #15 group admission): a claimer whose ticket outlives its set's
+    // group leaves by its seat once answered; that seat is never a claimer's of the next group.
+    #[test]
+    fn a_seat_is_never_reused_when_a_sets_group_is_made_anew() {
+        let groups = ClaimGroups::new(8, Duration::from_secs(1));
+        let queues = [QueueIdentity::endpoint("ep_1", "q")];
+        let (first, _first_answer) = member();
+        let (first_seat, lead) = groups.join(7, &queues, first).ok().expect("queued");
+        assert!(lead);
+        // The leader takes it into a claim, answers it, finds nobody waiting and steps down.
+        let taken: Vec<(u64, Member)> = groups.sets().get_mut(&7).expect("group").waiting.drain(..).collect();
+        assert_eq!(taken.len(), 1);
+        groups.step_down(7, false);
+        assert!(groups.sets().is_empty(), "the set's group is gone");
+
+        let (second, mut second_answer) = member();
+        let (second_seat, _) = groups.join(7, &queues, second).ok().expect("queued");
+        assert_ne!(first_seat, second_seat);
+        // The first claimer's ticket is dropped now that its answer is in.
+        assert!(!groups.leave(7, first_seat), "nothing of the first claimer's is left to take out");
+        assert_eq!(groups.sets().get(&7).map(|group| group.waiting.len()), Some(1), "the second still waits");
+        assert!(second_answer.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
     }
 }
