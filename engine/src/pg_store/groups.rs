@@ -240,8 +240,9 @@ impl ClaimGroups {
                 let Some(group) = sets.get_mut(&set) else { break };
                 let taken = group.waiting.len().min(self.members_max);
                 if taken == 0 {
-                    drop(sets);
-                    self.step_down(set, false);
+                    // Under the lock that found nobody waiting: a claimer queuing after this
+                    // sees no leader and starts one.
+                    step_down_in(&mut sets, set, false);
                     break;
                 }
                 let members: Vec<Member> = group.waiting.drain(..taken).map(|(_, member)| member).collect();
@@ -256,12 +257,16 @@ impl ClaimGroups {
     /// A leader of `set` leaves; the last one out removes the set, dropping any claimer still
     /// queued only when `failed` (a normal leader leaves only when nobody waits).
     fn step_down(&self, set: u64, failed: bool) {
-        let mut sets = self.sets();
-        let Some(group) = sets.get_mut(&set) else { return };
-        group.leaders -= 1;
-        if group.leaders == 0 && (failed || group.waiting.is_empty()) {
-            sets.remove(&set);
-        }
+        step_down_in(&mut self.sets(), set, failed);
+    }
+}
+
+/// `ClaimGroups::step_down` with the sets already locked.
+fn step_down_in(sets: &mut HashMap<u64, Group>, set: u64, failed: bool) {
+    let Some(group) = sets.get_mut(&set) else { return };
+    group.leaders -= 1;
+    if group.leaders == 0 && (failed || group.waiting.is_empty()) {
+        sets.remove(&set);
     }
 }
 
