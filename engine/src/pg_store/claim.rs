@@ -164,20 +164,20 @@ impl PgStore {
     /// The transactional path of `claim_next`, once the oldest candidate turned out budgeted,
     /// for a group of claimers of one queue set (one, when claims do not overlap), answering
     /// each (the module's "group admission"). A refused queue is excluded from the next pick for
-    /// everyone left (`ClaimNextRounds`; REQ-4, REQ-7): the claimers share their queues.
-    pub(crate) async fn claim_next_group(&self, queues: &[QueueIdentity], members: Vec<Member>) {
+    /// everyone left (`ClaimNextRounds`; REQ-4, REQ-7): the claimers share their queues. `set` is
+    /// their fingerprint (`QueueSetHint::fingerprint`), computed once per claim by the caller.
+    pub(crate) async fn claim_next_group(&self, set: u64, queues: &[QueueIdentity], members: Vec<Member>) {
         self.counters.claim_group(members.len());
         let mut turns = Turns::new(members);
-        if let Err(error) = self.claim_next_in_turn(queues, &mut turns).await {
+        if let Err(error) = self.claim_next_in_turn(set, queues, &mut turns).await {
             turns.answer_all(Err(error));
         }
     }
 
     /// `claim_next_group`'s rounds. Answers each claimer as its claim commits or its answer is
     /// known; on an error the claimers still in `turns` are owed it.
-    async fn claim_next_in_turn(&self, queues: &[QueueIdentity], turns: &mut Turns) -> Result<()> {
+    async fn claim_next_in_turn(&self, set: u64, queues: &[QueueIdentity], turns: &mut Turns) -> Result<()> {
         let mut rounds = ClaimNextRounds::new(queues);
-        let set = QueueSetHint::fingerprint(queues);
         // The read first counts refusals, so it runs only while a claimer waits, as a locked
         // refusal does.
         if self.pre_read_first

@@ -164,7 +164,7 @@ impl ClaimGroups {
         let (seat, lead) = match self.join(set, queues, member) {
             Ok(queued) => queued,
             Err(member) => {
-                store.claim_next_group(queues, vec![*member]).await;
+                store.claim_next_group(set, queues, vec![*member]).await;
                 return answer.await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")));
             }
         };
@@ -248,7 +248,7 @@ impl ClaimGroups {
                 let members: Vec<Member> = group.waiting.drain(..taken).map(|(_, member)| member).collect();
                 (group.queues.clone(), members)
             };
-            store.claim_next_group(&queues, members).await;
+            store.claim_next_group(set, &queues, members).await;
         }
         // A normal end: this leader stepped down above, and a claimer may have queued since.
         std::mem::forget(leading);
