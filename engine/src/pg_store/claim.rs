@@ -281,10 +281,7 @@ impl PgStore {
     /// a queue whose work another claimer holds; the claim and the charges are unaffected.)
     async fn oldest_claimable_queue(&self, queues: &[QueueIdentity]) -> Result<Option<QueueIdentity>> {
         let mut binds = Binds::default();
-        let sql = format!(
-            "{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand",
-            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), &[], Lock::None)
-        );
+        let sql = candidate_select(&mut binds, self.now_param(), queues, &[], Lock::None);
         let row: Option<CandidateRow> =
             sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
                 .fetch_optional(&self.pool)
@@ -625,10 +622,7 @@ impl PgStore {
         excluded: &[QueueIdentity],
     ) -> Result<Option<(Candidate, PolicyLock)>> {
         let mut binds = Binds::default();
-        let sql = format!(
-            "{} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand",
-            candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded, Lock::SkipLocked)
-        );
+        let sql = candidate_select(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
         let row: Option<CandidateRow> =
             sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
                 .fetch_optional(&mut **tx)
@@ -690,6 +684,18 @@ fn candidate_cte(
            WHERE {queues} AND NOT {excluded} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
            ORDER BY t.created_at, t.id {lock} LIMIT 1)"
     )
+}
+
+/// `candidate_cte`'s candidate alone, as `CandidateRow` reads it.
+fn candidate_select(
+    binds: &mut Binds,
+    now: Option<DateTime<Utc>>,
+    queues: &[QueueIdentity],
+    excluded: &[QueueIdentity],
+    lock: Lock,
+) -> String {
+    let head = candidate_cte(binds, now, &owner_groups(queues), excluded, lock);
+    format!("{head} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand")
 }
 
 /// The claim itself on rows this transaction holds, one per offer: state, lease, attempt + 1,
