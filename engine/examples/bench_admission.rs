@@ -100,22 +100,16 @@ async fn main() {
     for &claimers in &concurrency {
         // Base and (a) differ by one index lookup, less than this machine's run-to-run drift, so
         // they alternate REPEATS times and each reports its median run by throughput.
-        let (mut base, mut no_policy) = (Vec::new(), Vec::new());
-        for _ in 0..REPEATS {
-            base.push(run(Path::Base, claimers, Duration::from_secs(seconds)).await);
-            no_policy.push(run(Path::NoPolicy, claimers, Duration::from_secs(seconds)).await);
-        }
-        report(Path::Base, claimers, median(base));
-        report(Path::NoPolicy, claimers, median(no_policy));
-        report(Path::Budgeted, claimers, run(Path::Budgeted, claimers, Duration::from_secs(seconds)).await);
+        let duration = Duration::from_secs(seconds);
+        let (base, no_policy) = alternate(Path::Base, Path::NoPolicy, claimers, duration).await;
+        report(Path::Base, claimers, base);
+        report(Path::NoPolicy, claimers, no_policy);
+        report(Path::Budgeted, claimers, run(Path::Budgeted, claimers, duration).await);
         // (c) with and without the read first alternate too, so their ratio is not drift.
-        let (mut read_first, mut refused_first) = (Vec::new(), Vec::new());
-        for _ in 0..REPEATS {
-            read_first.push(run(Path::ManyExhausted, claimers, Duration::from_secs(seconds)).await);
-            refused_first.push(run(Path::ManyExhaustedRefusedFirst, claimers, Duration::from_secs(seconds)).await);
-        }
-        report(Path::ManyExhausted, claimers, median(read_first));
-        report(Path::ManyExhaustedRefusedFirst, claimers, median(refused_first));
+        let (read_first, refused_first) =
+            alternate(Path::ManyExhausted, Path::ManyExhaustedRefusedFirst, claimers, duration).await;
+        report(Path::ManyExhausted, claimers, read_first);
+        report(Path::ManyExhaustedRefusedFirst, claimers, refused_first);
     }
     let find = |path: Path, claimers: usize| results.iter().find(|r| r.0 == path && r.1 == claimers).map(|r| &r.2);
     println!();
@@ -141,6 +135,17 @@ async fn main() {
         );
     }
     println!("targets (issue #15): (a)/base >= 0.95; (b)/(a) >= 0.8 at 16 claimers; (c)/(b) p50 <= 1.3 at 16 claimers");
+}
+
+/// Two paths whose difference is smaller than the machine's drift: run in turn REPEATS times,
+/// each reported as its median run by throughput.
+async fn alternate(first: Path, second: Path, claimers: usize, duration: Duration) -> (Measured, Measured) {
+    let (mut firsts, mut seconds) = (Vec::new(), Vec::new());
+    for _ in 0..REPEATS {
+        firsts.push(run(first, claimers, duration).await);
+        seconds.push(run(second, claimers, duration).await);
+    }
+    (median(firsts), median(seconds))
 }
 
 fn median(mut runs: Vec<Measured>) -> Measured {
