@@ -111,6 +111,30 @@ async fn req9_claim_next_skips_a_queue_whose_policy_errors_and_serves_the_others
     assert_eq!(later.todo.id, oldest.id, "admitted once the policy is readable");
 }
 
+// SPEC-0030 REQ-7: "empty: true without deferred MUST keep meaning that there is no pending work
+// in any granted queue." The only budgeted queue's policy lock times out (a database error that
+// the unlocked status read cannot see: it shows the queue admitting), so claim_next answers empty
+// with that queue deferred as admission_unavailable, after one wait on the lock, not two.
+#[tokio::test]
+async fn req7_a_queue_whose_policy_lock_times_out_is_listed_deferred() {
+    let (world, agent) = agent_world(&["budgeted"]).await;
+    let budgeted = queue_of(&agent, "budgeted");
+    set_policy(&world, &budgeted, json!({"max_in_flight": 5})).await;
+    let impatient = impatient_store(&world).await;
+    world.push(&budgeted, "t").await;
+
+    let mut holder = world.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT id FROM admission_policies FOR UPDATE").execute(&mut *holder).await.expect("hold policy lock");
+    let waiting = deferred(impatient.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    let listed: Vec<_> = waiting.iter().map(|d| (d.identity.queue.as_str(), d.reason, d.pending)).collect();
+    assert_eq!(listed, vec![("budgeted", Reason::AdmissionUnavailable, 1)]);
+    assert_eq!((waiting[0].next_eligible_at, waiting[0].exact), (None, None), "no time is known");
+    let refusals = impatient.counters().snapshot().refusals;
+    assert_eq!(refusals.get(&("budgeted".to_string(), Reason::AdmissionUnavailable)), Some(&1), "{refusals:?}");
+    holder.rollback().await.expect("rollback");
+    claimed(impatient.claim_next(&agent, &granted(&agent), 60).await.expect("admitted once the policy is readable"));
+}
+
 // SPEC-0030 REQ-10 "Lowering mid-window"; raising admits at once.
 #[tokio::test]
 async fn req10_lowering_mid_window_refuses_until_the_next_window_and_is_audited() {

@@ -5,15 +5,15 @@
 //! Pure: the stores pick candidates, lock, read and claim; this module only decides what a
 //! refusal means for the next candidate and what the client is told. It must never read a store.
 
-use crate::admission::{AdmissionHint, Reason};
+use crate::admission::{AdmissionHint, Reason, unavailable_status};
 use crate::error::{Code, Error};
 use crate::identity::QueueIdentity;
 use crate::store::{ClaimNext, DeferredQueue, QueueAdmission};
 use chrono::{DateTime, Utc};
 
 /// `claim_next`'s budgeted path, between candidates: the queues refused so far (excluded from the
-/// next pick), whether the permitted pre-skip has run, and whether the one extra round for
-/// reopened queues has been spent.
+/// next pick), which of them the lock refused as `admission_unavailable`, whether the permitted
+/// pre-skip has run, and whether the one extra round for reopened queues has been spent.
 ///
 /// A store runs at most `ROUNDS_MAX` rounds of at most `queues.len() + 1` candidates each: every
 /// refusal excludes one more queue, so a round ends when the pick finds nothing, and then
@@ -22,6 +22,9 @@ use chrono::{DateTime, Utc};
 pub struct ClaimNextRounds {
     queues_total: usize,
     excluded: Vec<QueueIdentity>,
+    /// Refused under the lock as `admission_unavailable`: most often a lock timeout or a read
+    /// error, which an unlocked status read cannot see (it shows the queue admitting).
+    unavailable: Vec<QueueIdentity>,
     pre_read: bool,
     reopened: bool,
 }
@@ -41,7 +44,13 @@ impl ClaimNextRounds {
     pub const ROUNDS_MAX: usize = 2;
 
     pub fn new(queues: &[QueueIdentity]) -> ClaimNextRounds {
-        ClaimNextRounds { queues_total: queues.len(), excluded: Vec::new(), pre_read: false, reopened: false }
+        ClaimNextRounds {
+            queues_total: queues.len(),
+            excluded: Vec::new(),
+            unavailable: Vec::new(),
+            pre_read: false,
+            reopened: false,
+        }
     }
 
     /// The queues the next pick must skip.
@@ -49,11 +58,14 @@ impl ClaimNextRounds {
         &self.excluded
     }
 
-    /// Records a refused candidate's queue. True when the store should now run the pre-skip (an
-    /// unlocked read of which other queues are deferred, then [`Self::exclude_deferred`]): once,
-    /// after the first refusal, and only while some queue is left to try. An optimisation only:
-    /// every claim is re-checked under the lock.
-    pub fn refused(&mut self, identity: QueueIdentity) -> bool {
+    /// Records a refused candidate's queue and the reason it was refused for. True when the store
+    /// should now run the pre-skip (an unlocked read of which other queues are deferred, then
+    /// [`Self::exclude_deferred`]): once, after the first refusal, and only while some queue is
+    /// left to try. An optimisation only: every claim is re-checked under the lock.
+    pub fn refused(&mut self, identity: QueueIdentity, reason: Reason) -> bool {
+        if reason == Reason::AdmissionUnavailable {
+            self.unavailable.push(identity.clone());
+        }
         self.excluded.push(identity);
         if !self.pre_read && self.queues_total > self.excluded.len() {
             self.pre_read = true;
@@ -100,7 +112,7 @@ impl ClaimNextRounds {
             return None;
         }
         let mut refused = vec![(oldest.clone(), reason)];
-        if self.refused(oldest.clone()) {
+        if self.refused(oldest.clone(), reason) {
             refused.extend(self.exclude_deferred(statuses));
         }
         Some(refused)
@@ -109,7 +121,16 @@ impl ClaimNextRounds {
     /// Nothing claimable is left outside the excluded queues; `statuses` are the excluded queues'
     /// statuses with their pending counts. A queue that has reopened since gets one more round;
     /// otherwise the excluded queues holding pending work are the deferred list (REQ-7).
-    pub fn exhausted(&mut self, statuses: Vec<QueueAdmission>) -> Exhausted {
+    ///
+    /// A queue the lock refused as `admission_unavailable` stays unavailable whatever the unlocked
+    /// read shows: it has not reopened (a second round would only wait on its lock again), and it
+    /// is listed, so an empty answer never hides its pending work.
+    pub fn exhausted(&mut self, mut statuses: Vec<QueueAdmission>) -> Exhausted {
+        for queue in &mut statuses {
+            if !queue.status.hint.is_deferred() && self.unavailable.contains(&queue.identity) {
+                queue.status.hint = unavailable_status().hint;
+            }
+        }
         let reopened: Vec<&QueueIdentity> =
             statuses.iter().filter(|q| !q.status.hint.is_deferred() && q.pending > 0).map(|q| &q.identity).collect();
         if !self.reopened && !reopened.is_empty() {
@@ -193,12 +214,12 @@ mod tests {
     fn req4_the_pre_skip_runs_once_after_the_first_refusal() {
         let queues = [queue("a"), queue("b"), queue("c")];
         let mut rounds = ClaimNextRounds::new(&queues);
-        assert!(rounds.refused(queue("a")));
-        assert!(!rounds.refused(queue("b")));
+        assert!(rounds.refused(queue("a"), Reason::Paused));
+        assert!(!rounds.refused(queue("b"), Reason::Paused));
         assert_eq!(rounds.excluded(), &[queue("a"), queue("b")]);
 
         let mut single = ClaimNextRounds::new(&queues[..1]);
-        assert!(!single.refused(queue("a")), "no queue is left to skip");
+        assert!(!single.refused(queue("a"), Reason::Paused), "no queue is left to skip");
     }
 
     // SPEC-0030 REQ-4, REQ-12: queues the unlocked read shows deferred are excluded; those with
@@ -207,7 +228,7 @@ mod tests {
     fn req4_the_pre_skip_excludes_deferred_queues_and_counts_those_with_work() {
         let queues = [queue("a"), queue("b"), queue("c"), queue("d")];
         let mut rounds = ClaimNextRounds::new(&queues);
-        rounds.refused(queue("a"));
+        rounds.refused(queue("a"), Reason::Paused);
         let refused = rounds.exclude_deferred(vec![
             status_of(queue("a"), true, 3),
             status_of(queue("b"), true, 2),
@@ -233,13 +254,13 @@ mod tests {
         };
         let mut without = ClaimNextRounds::new(&queues);
         let mut counted = vec![(queue("a"), Reason::AdmissionUnavailable)];
-        assert!(without.refused(queue("a")));
+        assert!(without.refused(queue("a"), Reason::AdmissionUnavailable));
         counted.extend(without.exclude_deferred(statuses()));
 
         let mut first = ClaimNextRounds::new(&queues);
         assert_eq!(first.pre_read_first(statuses(), Some(&queue("a"))), Some(counted));
         assert_eq!(first.excluded(), without.excluded());
-        assert!(!first.refused(queue("d")), "the pre-skip has run");
+        assert!(!first.refused(queue("d"), Reason::Paused), "the pre-skip has run");
 
         let mut single = ClaimNextRounds::new(&queues[..1]);
         assert_eq!(
@@ -262,7 +283,7 @@ mod tests {
             let mut rounds = ClaimNextRounds::new(&queues);
             assert_eq!(rounds.pre_read_first(statuses(), oldest.as_ref()), None, "{oldest:?}");
             assert!(rounds.excluded().is_empty());
-            assert!(rounds.refused(queue("a")), "the pre-skip is still to run");
+            assert!(rounds.refused(queue("a"), Reason::Paused), "the pre-skip is still to run");
         }
     }
 
@@ -272,7 +293,7 @@ mod tests {
     fn req7_a_reopened_queue_gets_one_more_round_then_the_deferred_list() {
         let queues = [queue("a"), queue("b")];
         let mut rounds = ClaimNextRounds::new(&queues);
-        rounds.refused(queue("a"));
+        rounds.refused(queue("a"), Reason::Paused);
         rounds.exclude_deferred(vec![status_of(queue("b"), true, 1)]);
         let reopened = vec![status_of(queue("a"), false, 1), status_of(queue("b"), true, 1)];
         assert_eq!(rounds.exhausted(reopened.clone()), Exhausted::PickAgain);
@@ -284,6 +305,33 @@ mod tests {
         let listed: Vec<&QueueIdentity> = deferred.iter().map(|d| &d.identity).collect();
         assert_eq!(listed, vec![&queue("b")]);
         assert_eq!(deferred[0].reason, Reason::AdmissionUnavailable);
+    }
+
+    // SPEC-0030 REQ-7, REQ-9: a queue the lock refused as admission_unavailable (a lock timeout)
+    // reads as admitting without the lock. It has not reopened: no second round waits on its lock
+    // again, and the empty answer lists it, so its pending work is not hidden.
+    #[test]
+    fn req7_a_queue_unavailable_under_the_lock_is_deferred_though_the_read_shows_it_admitting() {
+        let queues = [queue("a"), queue("b")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        rounds.refused(queue("a"), Reason::AdmissionUnavailable);
+        rounds.refused(queue("b"), Reason::Paused);
+        let read = vec![status_of(queue("a"), false, 2), status_of(queue("b"), false, 1)];
+        assert_eq!(rounds.exhausted(read.clone()), Exhausted::PickAgain, "b reopened");
+        assert_eq!(rounds.excluded(), &[queue("a")], "a stays excluded");
+
+        let Exhausted::Answer(ClaimNext::Empty { deferred }) = rounds.exhausted(read[..1].to_vec()) else {
+            panic!("the second exhaustion answers");
+        };
+        let listed: Vec<_> = deferred.iter().map(|d| (&d.identity, d.reason, d.pending)).collect();
+        assert_eq!(listed, vec![(&queue("a"), Reason::AdmissionUnavailable, 2)]);
+
+        let mut alone = ClaimNextRounds::new(&queues[..1]);
+        alone.refused(queue("a"), Reason::AdmissionUnavailable);
+        assert!(
+            matches!(alone.exhausted(read[..1].to_vec()), Exhausted::Answer(ClaimNext::Empty { deferred }) if deferred.len() == 1),
+            "answered at once, without a second round"
+        );
     }
 
     // SPEC-0030 REQ-7: the `deferred` error's fields, and retry_after_seconds at least 1.

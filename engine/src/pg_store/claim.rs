@@ -234,7 +234,7 @@ impl PgStore {
                     turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
                     return Ok(());
                 }
-                if rounds.refused(identity) {
+                if rounds.refused(identity, reason) {
                     let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
                     for (identity, reason) in rounds.exclude_deferred(statuses) {
                         self.counters.refused(&identity.queue, reason);
