@@ -71,7 +71,7 @@ async fn main() {
             Some(dir) => drain_peer(dir, n, jobs).await,
             None => None,
         };
-        for (name, run) in [("(a)", a), ("(b)", b), ("peer", p)] {
+        for (name, run) in [("(a)", Some(a)), ("(b)", Some(b)), ("peer", p)] {
             if let Some(run) = run {
                 println!(
                     "{n:>8} {name:<6} {:>9.0} {:>11.0} {:>12.1} {:>12.3}",
@@ -79,11 +79,9 @@ async fn main() {
                 );
             }
         }
-        let ratio = |x: Option<Run>, y: Option<Run>| match (x, y) {
-            (Some(x), Some(y)) => format!("{:.2}", x.jobs_per_second / y.jobs_per_second),
-            _ => "-".to_string(),
-        };
-        println!("{n:>8} ratios: (a)/peer {}   (b)/(a) {}", ratio(a, p), ratio(b, a));
+        let ratio = |x: Run, y: Run| format!("{:.2}", x.jobs_per_second / y.jobs_per_second);
+        let over_peer = p.map_or_else(|| "-".to_string(), |p| ratio(a, p));
+        println!("{n:>8} ratios: (a)/peer {over_peer}   (b)/(a) {}", ratio(b, a));
     }
 }
 
@@ -123,7 +121,7 @@ impl Run {
 }
 
 /// `workers` claimers draining `jobs` todos, budgeted or not.
-async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Option<Run> {
+async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Run {
     let db = fresh_database().await;
     let settings = PoolSettings {
         connections_max: workers as u32 + 4,
@@ -173,7 +171,7 @@ async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Option<
     store.pool().close().await;
     let after = wal_now().await;
     engine::testing::drop_database(&db).await;
-    Some(Run::of(jobs, seconds, before, after))
+    Run::of(jobs, seconds, before, after)
 }
 
 /// A human, an endpoint with one queue `work` (budgeted or not) and `jobs` pending todos.
