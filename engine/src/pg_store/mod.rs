@@ -175,10 +175,17 @@ impl PgStore {
             .connect_with(options)
             .await?;
         let groups = groups::ClaimGroups::new(settings.claimers_per_queue_set, settings.lock_timeout);
-        Ok(PgStore { claim_groups: Arc::new(groups), ..PgStore::from_pool(pool, clock) })
+        Ok(PgStore::with_groups(pool, clock, groups))
     }
 
+    /// A store on a pool made elsewhere, its claim groups sized by the default settings.
     pub fn from_pool(pool: PgPool, clock: Arc<dyn Clock>) -> PgStore {
+        let defaults = PoolSettings::default();
+        let groups = groups::ClaimGroups::new(defaults.claimers_per_queue_set, defaults.lock_timeout);
+        PgStore::with_groups(pool, clock, groups)
+    }
+
+    fn with_groups(pool: PgPool, clock: Arc<dyn Clock>, groups: groups::ClaimGroups) -> PgStore {
         PgStore {
             pool,
             clock,
@@ -188,10 +195,7 @@ impl PgStore {
             budgeted_hint: Arc::default(),
             refused_hint: Arc::default(),
             pre_read_first: true,
-            claim_groups: Arc::new(groups::ClaimGroups::new(
-                PoolSettings::default().claimers_per_queue_set,
-                PoolSettings::default().lock_timeout,
-            )),
+            claim_groups: Arc::new(groups),
             intake_env: models::capacity::CapacityEnv::Unset,
         }
     }
