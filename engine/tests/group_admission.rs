@@ -192,6 +192,32 @@ async fn req13_claimers_that_leave_a_group_before_their_turn_charge_nothing() {
     assert_eq!(in_flight, 4, "the claimers that left claimed nothing");
 }
 
+// SPEC-0030 REQ-13 "A cancelled claim charges nothing", with group admission: the claimer goes
+// away after the group's transaction took the policy lock and before the commit (here it waits
+// to charge, on a usage row another session holds). Its claim and charge roll back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req13_a_claimer_that_leaves_after_the_policy_lock_charges_nothing() {
+    let (world, agent, queue) = budgeted_world(daily_pacific(100)).await;
+
+    let mut holder = world.store.pool().begin().await.expect("begin");
+    sqlx::query("SELECT used FROM admission_windows FOR UPDATE").execute(&mut *holder).await.expect("hold usage row");
+    let leaving = claimers(&world, &agent, 1).pop().expect("one claimer");
+    until_a_claimer_waits_on_the_lock(&world).await;
+    leaving.abort();
+    assert!(leaving.await.expect_err("aborted").is_cancelled());
+    holder.rollback().await.expect("release");
+
+    // The next claimer of the set is served after the left one's transaction ended, either way.
+    let next = claimed(claimers(&world, &agent, 1).pop().expect("one").await.expect("join").expect("claim_next"));
+    assert_eq!(next.admission.and_then(|a| a.used), Some(2), "the first claim and this one");
+    assert_eq!(charged(&world, &queue).await, 2);
+    let in_flight: i64 = sqlx::query_scalar("SELECT count(*) FROM todos WHERE state = 'claimed'")
+        .fetch_one(world.store.pool())
+        .await
+        .expect("count");
+    assert_eq!(in_flight, 2, "the claimer that left claimed nothing");
+}
+
 // SPEC-0030 REQ-4 with group admission: a lapsed claim among a group's later candidates is still
 // in flight when an earlier candidate is decided, so the cap holds exactly as for single claims:
 // the oldest candidate (pending) is refused, although the lapsed claim behind it could be taken

@@ -220,7 +220,9 @@ impl PgStore {
                     Ok(outcome) => outcome,
                     Err(error) => return finish(tx, Err(error)).await,
                 };
-                self.commit_claims(tx, claimed, turns).await?;
+                if !self.commit_claims(tx, claimed, turns).await? {
+                    continue;
+                }
                 let Some(reason) = refused else { continue };
                 let identity = candidates[0].identity.clone();
                 self.counters.refused(&identity.queue, reason);
@@ -292,14 +294,25 @@ impl PgStore {
 
     /// Step 6 for a group: one commit for every claim made, then each claimer gets its claim.
     /// Nothing claimed → roll back. A failed commit puts the claimers back, owed the error.
+    ///
+    /// REQ-13: a claimer that went away after its turn came (after the policy lock) and before
+    /// the commit must be charged nothing, as a single claim's dropped transaction is. Then the
+    /// whole transaction rolls back, the claimers are put back, and false says to pick again for
+    /// those still here (the refusal this transaction met is met and counted again then).
     async fn commit_claims(
         &self,
         tx: Transaction<'static, Postgres>,
         claimed: Vec<(Member, Claimed)>,
         turns: &mut Turns,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if claimed.is_empty() {
-            return tx.rollback().await.map_err(db_error);
+            tx.rollback().await.map_err(db_error)?;
+            return Ok(true);
+        }
+        if claimed.iter().any(|(member, _)| member.gone()) {
+            turns.put_back(claimed.into_iter().map(|(member, _)| member));
+            tx.rollback().await.map_err(db_error)?;
+            return Ok(false);
         }
         if let Err(error) = tx.commit().await {
             turns.put_back(claimed.into_iter().map(|(member, _)| member));
@@ -309,7 +322,7 @@ impl PgStore {
             self.counters.claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
             member.answer(Ok(ClaimNext::Claimed(Box::new(claimed))));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Steps 4–6 for the locked `candidates`, offered to the claimers in turn: each claimer

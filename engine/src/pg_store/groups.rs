@@ -12,9 +12,11 @@
 //! Leaving (REQ-13): a claimer that goes away (its request dropped) or gives up after `wait`
 //! while still queued is taken out of the queue and charged nothing. One the leader has already
 //! taken is left out at its turn if it has gone by then, which is after the policy lock is held:
-//! a claimer cancelled while its transaction waits for the lock charges nothing. Only one that
-//! goes away between its own decision and the commit finds its claim committed, as a single
-//! claim whose answer is lost on the wire does; the lease gives the todo back.
+//! a claimer cancelled while its transaction waits for the lock charges nothing. One that goes
+//! away after its turn and before the commit rolls the group's transaction back, and the others
+//! are claimed for again (`commit_claims`). Only one that goes away while the commit itself is
+//! under way finds its claim committed, as a single claim whose answer is lost on the wire does;
+//! the lease gives the todo back.
 //!
 //! A set has at most one leader at a time; its entry is removed when the leader finds nobody
 //! waiting, so the map holds only sets with claimers in flight.
@@ -67,11 +69,11 @@ impl Member {
         self.reply.is_closed()
     }
 
-    /// Hands the claimer its answer. A claimer gone since its decision loses a committed claim
+    /// Hands the claimer its answer. A claimer gone during the commit loses a committed claim
     /// as a client does whose answer is lost on the wire: the lease gives the todo back.
     pub(crate) fn answer(self, answer: Result<ClaimNext>) {
         if let Err(Ok(ClaimNext::Claimed(claimed))) = self.reply.send(answer) {
-            tracing::info!(todo = %claimed.todo.id, "claimer left after its claim was decided; the lease will lapse");
+            tracing::info!(todo = %claimed.todo.id, "claimer left while its claim committed; the lease will lapse");
         }
     }
 }
