@@ -191,7 +191,11 @@ impl PgStore {
             return Ok(());
         }
         for _ in 0..ClaimNextRounds::ROUNDS_MAX {
-            for _ in 0..=queues.len() {
+            // Picks that claim nothing (each excludes a queue, or finds its claimers gone) are
+            // bounded per round as for a single claimer; those that claim are bounded by the
+            // claimers, so a group whose picks each serve only some of it still tries every queue.
+            let mut idle_picks_left = queues.len() + 1;
+            while idle_picks_left > 0 {
                 let present = turns.present();
                 if present == 0 {
                     return Ok(());
@@ -220,9 +224,11 @@ impl PgStore {
                     Ok(outcome) => outcome,
                     Err(error) => return finish(tx, Err(error)).await,
                 };
+                let claimed_any = !claimed.is_empty();
                 if !self.commit_claims(tx, claimed, turns).await? {
                     continue;
                 }
+                idle_picks_left -= usize::from(!claimed_any);
                 let Some(reason) = refused else { continue };
                 let identity = candidates[0].identity.clone();
                 self.counters.refused(&identity.queue, reason);
