@@ -171,8 +171,10 @@ impl ClaimGroups {
             }
         };
         if lead {
-            let (store, groups) = (store.clone(), self.clone());
-            tokio::spawn(async move { groups.lead(store, set).await });
+            // Made before the task: a task dropped unpolled (its runtime shutting down) still
+            // steps down, so the set does not keep a leader that never runs.
+            let leading = Leading { groups: self.clone(), set, stepped_down: false };
+            tokio::spawn(leading.lead(store.clone()));
         }
         let mut ticket = Ticket { groups: self.clone(), set, seat, answer };
         match tokio::time::timeout(self.wait, &mut ticket.answer).await {
@@ -224,23 +226,33 @@ impl ClaimGroups {
         group.waiting.len() != before
     }
 
-    /// A leader of set `set`: group claims until nobody waits, then it leaves under the same
-    /// lock a new claimer queues under, so no claimer is left without a leader. If a claim
-    /// panics, its guard leaves too; the last leader out fails the claimers still queued (they
-    /// see an internal error, charged nothing), so a later claimer starts afresh.
-    async fn lead(self: Arc<Self>, store: PgStore, set: u64) {
-        struct Leading<'a>(&'a ClaimGroups, u64);
-        impl Drop for Leading<'_> {
-            fn drop(&mut self) {
-                self.0.step_down(self.1, true);
-            }
-        }
-        let leading = Leading(&self, set);
+    /// A leader of `set` leaves; the last one out removes the set, dropping any claimer still
+    /// queued only when `failed` (a normal leader leaves only when nobody waits).
+    fn step_down(&self, set: u64, failed: bool) {
+        step_down_in(&mut self.sets(), set, failed);
+    }
+}
+
+/// The leader of one set: it holds the set's leader count from the moment it is chosen. Dropped
+/// without having stepped down (its claim panicked, or its task never ran), it steps down as a
+/// failed leader: the claimers still queued are dropped (they see an internal error, charged
+/// nothing), so a later claimer starts afresh.
+struct Leading {
+    groups: Arc<ClaimGroups>,
+    set: u64,
+    stepped_down: bool,
+}
+
+impl Leading {
+    /// Group claims until nobody waits, then steps down under the same lock a new claimer
+    /// queues under, so no claimer is left without a leader.
+    async fn lead(mut self, store: PgStore) {
+        let (groups, set) = (self.groups.clone(), self.set);
         loop {
             let (queues, members) = {
-                let mut sets = self.sets();
+                let mut sets = groups.sets();
                 let Some(group) = sets.get_mut(&set) else { break };
-                let taken = group.waiting.len().min(self.members_max);
+                let taken = group.waiting.len().min(groups.members_max);
                 if taken == 0 {
                     // Under the lock that found nobody waiting: a claimer queuing after this
                     // sees no leader and starts one.
@@ -252,14 +264,15 @@ impl ClaimGroups {
             };
             store.claim_next_group(set, &queues, members).await;
         }
-        // A normal end: this leader stepped down above, and a claimer may have queued since.
-        std::mem::forget(leading);
+        self.stepped_down = true;
     }
+}
 
-    /// A leader of `set` leaves; the last one out removes the set, dropping any claimer still
-    /// queued only when `failed` (a normal leader leaves only when nobody waits).
-    fn step_down(&self, set: u64, failed: bool) {
-        step_down_in(&mut self.sets(), set, failed);
+impl Drop for Leading {
+    fn drop(&mut self) {
+        if !self.stepped_down {
+            self.groups.step_down(self.set, true);
+        }
     }
 }
 
@@ -314,5 +327,22 @@ mod tests {
         assert!(!groups.leave(7, first_seat), "nothing of the first claimer's is left to take out");
         assert_eq!(groups.sets().get(&7).map(|group| group.waiting.len()), Some(1), "the second still waits");
         assert!(second_answer.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+    }
+
+    // Issue #15 group admission: a leader whose task never runs (dropped unpolled, as when its
+    // runtime shuts down) still steps down, so its set keeps no leader that will never serve it
+    // and the claimers queued are told at once instead of waiting out their timeout.
+    #[test]
+    fn a_leader_dropped_before_it_runs_steps_down() {
+        let groups = Arc::new(ClaimGroups::new(8, Duration::from_secs(1)));
+        let queues = [QueueIdentity::endpoint("ep_1", "q")];
+        let (first, mut answer) = member();
+        let (_, lead) = groups.join(7, &queues, first).ok().expect("queued");
+        assert!(lead);
+        drop(Leading { groups: groups.clone(), set: 7, stepped_down: false });
+        assert!(groups.sets().is_empty(), "the set is gone with its leader");
+        assert!(answer.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Closed));
+        let (second, _) = member();
+        assert!(groups.join(7, &queues, second).ok().expect("queued").1, "the next claimer leads");
     }
 }
