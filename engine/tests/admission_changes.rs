@@ -114,7 +114,7 @@ async fn req9_claim_next_skips_a_queue_whose_policy_errors_and_serves_the_others
 // SPEC-0030 REQ-7: "empty: true without deferred MUST keep meaning that there is no pending work
 // in any granted queue." The only budgeted queue's policy lock times out (a database error that
 // the unlocked status read cannot see: it shows the queue admitting), so claim_next answers empty
-// with that queue deferred as admission_unavailable, after one wait on the lock, not two.
+// with that queue deferred as admission_unavailable, after one refused pick, not two.
 #[tokio::test]
 async fn req7_a_queue_whose_policy_lock_times_out_is_listed_deferred() {
     let (world, agent) = agent_world(&["budgeted"]).await;

@@ -15,15 +15,17 @@ use chrono::{DateTime, Utc};
 /// next pick), which of them the lock refused as `admission_unavailable`, whether the permitted
 /// pre-skip has run, and whether the one extra round for reopened queues has been spent.
 ///
-/// A store runs at most `ROUNDS_MAX` rounds of at most `queues.len() + 1` candidates each: every
-/// refusal excludes one more queue, so a round ends when the pick finds nothing, and then
+/// A store runs at most `ROUNDS_MAX` rounds of at most `queues.len() + 1` picks that claim nothing
+/// (a group's picks that claim are bounded by its claimers): every refusal excludes one more
+/// queue, so a round ends when the pick finds nothing, and then
 /// [`ClaimNextRounds::exhausted`] says whether to go round once more or what to answer.
 #[derive(Debug)]
 pub struct ClaimNextRounds {
     queues_total: usize,
     excluded: Vec<QueueIdentity>,
-    /// Refused under the lock as `admission_unavailable`: most often a lock timeout or a read
-    /// error, which an unlocked status read cannot see (it shows the queue admitting).
+    /// Refused as `admission_unavailable`, under the lock (most often a lock timeout or a read
+    /// error, which an unlocked status read cannot see: it shows the queue admitting) or by the
+    /// read first (a row that cannot be evaluated, which the lock would refuse alike).
     unavailable: Vec<QueueIdentity>,
     pre_read: bool,
     reopened: bool,

@@ -304,7 +304,7 @@ impl PgStore {
     /// REQ-13: a claimer that went away after its turn came (after the policy lock) and before
     /// the commit must be charged nothing, as a single claim's dropped transaction is. Then the
     /// whole transaction rolls back, the claimers are put back, and false says to pick again for
-    /// those still here (the refusal this transaction met is met and counted again then).
+    /// those still here (a refusal this transaction met is counted only if the new pick meets it).
     async fn commit_claims(
         &self,
         tx: Transaction<'static, Postgres>,
