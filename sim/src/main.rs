@@ -2,7 +2,10 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often a run prints its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Parser)]
 #[command(
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
                 models::mutants::activate(Some(found));
             }
             let started = Instant::now();
+            let mut reported = started;
             let faults = faults == FaultsArg::All;
             let mut totals = sim::runner::Totals::default();
             for seed in seed..seed + seeds {
@@ -106,6 +110,12 @@ fn main() -> ExitCode {
                     }
                 }
                 totals.add(&outcome);
+                // A long run (thousands of seeds) says how far it got, on stderr beside failures.
+                if reported.elapsed() >= PROGRESS_EVERY {
+                    reported = Instant::now();
+                    let so_far = totals.summary(started.elapsed().as_secs_f64());
+                    eprintln!("at seed {seed} ({} of {seeds}): {so_far}", totals.seeds);
+                }
                 if !outcome.violations.is_empty() {
                     for violation in &outcome.violations {
                         eprintln!("seed {seed}: {violation}");

@@ -27,10 +27,12 @@ impl Totals {
         self.last_hash.clone_from(&outcome.trace_hash);
     }
 
+    /// One line for the end of a run. A run is one thread, so on an idle machine its claims per
+    /// second of wall time are its simulated claims per CPU-second (issue #15's measure).
     pub fn summary(&self, elapsed_s: f64) -> String {
         format!(
             "seeds run: {} | operations: {} | claims: {} | faults injected: {} | invariant violations: {} | \
-             last trace hash: {} | {:.1} s, {:.1} seeds/s",
+             last trace hash: {} | {:.1} s, {:.1} seeds/s, {:.0} claims/s",
             self.seeds,
             self.ops,
             self.claims,
@@ -38,7 +40,8 @@ impl Totals {
             self.violations,
             self.last_hash,
             elapsed_s,
-            self.seeds as f64 / elapsed_s.max(1e-9)
+            self.seeds as f64 / elapsed_s.max(1e-9),
+            self.claims as f64 / elapsed_s.max(1e-9)
         )
     }
 }
