@@ -174,6 +174,10 @@ pub struct StressReport {
     /// in-process stores). None when a scrape failed.
     pub metrics_claimed: Option<u64>,
     pub metrics_charged: Option<u64>,
+    /// The group claims the replicas' budgeted `claim_next` calls joined (issue #15, group
+    /// admission), and the claimers in them, summed the same way: more claimers than groups
+    /// means some transaction claimed for several.
+    pub metrics_groups: Option<(u64, u64)>,
     pub elapsed: Duration,
 }
 
@@ -211,8 +215,8 @@ impl std::fmt::Display for StressReport {
         writeln!(f, "  claims by queue {:?}; refusals by queue {:?}", t.claims_by_queue, t.refusals_by_queue)?;
         writeln!(
             f,
-            "  replica counters: claimed {:?}, charged {:?}; claimed at end {}",
-            self.metrics_claimed, self.metrics_charged, self.claimed_at_end
+            "  replica counters: claimed {:?}, charged {:?}, (group claims, claimers in them) {:?}; claimed at end {}",
+            self.metrics_claimed, self.metrics_charged, self.metrics_groups, self.claimed_at_end
         )?;
         for line in &t.unexpected {
             writeln!(f, "  unexpected: {line}")?;
@@ -283,12 +287,21 @@ pub async fn run_with<H: StoreHook>(database_url: &str, config: &StressConfig, h
 
     run_agents(&world, config, &targets[initial..], &tally).await;
     let claimed_at_end = wait_for_quiescence(&pool, config).await;
-    let (metrics_claimed, metrics_charged) = replica_counters(&world, &replicas).await;
+    let ReplicaCounters { claimed: metrics_claimed, charged: metrics_charged, groups: metrics_groups } =
+        replica_counters(&world, &replicas).await;
     replicas.stop(&tally).await;
     let invariants = sql_invariants::check(&pool).await.unwrap_or_else(|e| panic!("invariant queries failed: {e}"));
     pool.close().await;
     let tally = lock(&tally).clone();
-    StressReport { tally, invariants, claimed_at_end, metrics_claimed, metrics_charged, elapsed: started.elapsed() }
+    StressReport {
+        tally,
+        invariants,
+        claimed_at_end,
+        metrics_claimed,
+        metrics_charged,
+        metrics_groups,
+        elapsed: started.elapsed(),
+    }
 }
 
 /// The claimers, the producer (the rest of `targets`, over the first half of the run) and the
@@ -336,14 +349,22 @@ async fn wait_for_quiescence(pool: &sqlx::PgPool, config: &StressConfig) -> i64 
     claimed_at_end
 }
 
-/// Claims and charges every replica counted since it started: the in-process stores' counters
-/// and the processes' `/metrics`.
-async fn replica_counters<S: Store>(world: &World, replicas: &Replicas<S>) -> (Option<u64>, Option<u64>) {
-    let (mut claimed, mut charged) = (Some(0), Some(0));
+/// The replicas' counters summed (`StressReport`); each None when a scrape failed.
+struct ReplicaCounters {
+    claimed: Option<u64>,
+    charged: Option<u64>,
+    groups: Option<(u64, u64)>,
+}
+
+/// Claims, charges and group claims every replica counted since it started: the in-process
+/// stores' counters and the processes' `/metrics`.
+async fn replica_counters<S: Store>(world: &World, replicas: &Replicas<S>) -> ReplicaCounters {
+    let (mut claimed, mut charged, mut groups) = (Some(0), Some(0), Some((0, 0)));
     for store in &replicas.stores {
         let snapshot = store.counters().snapshot();
         claimed = claimed.map(|n| n + snapshot.claimed.values().sum::<u64>());
         charged = charged.map(|n| n + snapshot.charged.values().sum::<u64>());
+        groups = groups.map(|(g, c)| (g + snapshot.claim_groups, c + snapshot.claim_group_claimers));
     }
     for process in &replicas.processes {
         let scraped = async {
@@ -360,8 +381,18 @@ async fn replica_counters<S: Store>(world: &World, replicas: &Replicas<S>) -> (O
         };
         claimed = claimed.zip(sum(&scraped, "switchboard_todos_claimed_total")).map(|(a, b)| a + b);
         charged = charged.zip(sum(&scraped, "switchboard_admission_charged_total")).map(|(a, b)| a + b);
+        let scraped_groups = scraped_total(&scraped, "switchboard_claim_groups_total")
+            .zip(scraped_total(&scraped, "switchboard_claim_group_claimers_total"));
+        groups = groups.zip(scraped_groups).map(|((g, c), (more_g, more_c))| (g + more_g, c + more_c));
     }
-    (claimed, charged)
+    ReplicaCounters { claimed, charged, groups }
+}
+
+/// The value of an unlabelled series in a scraped `/metrics` text.
+fn scraped_total(text: &Option<String>, series: &str) -> Option<u64> {
+    let line =
+        text.as_ref()?.lines().find(|line| line.strip_prefix(series).is_some_and(|rest| rest.starts_with(' ')))?;
+    line.rsplit(' ').next()?.parse::<f64>().ok().map(|v| v as u64)
 }
 
 fn lock(tally: &Mutex<Tally>) -> std::sync::MutexGuard<'_, Tally> {

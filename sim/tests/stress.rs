@@ -48,6 +48,10 @@ async fn real_concurrency_stress_keeps_every_invariant_in_sql() {
     // Design invariant 2: charged units == the charged metric; claims == the claimed metric.
     assert_eq!(report.metrics_claimed, Some(invariants.claims_committed as u64), "{report}");
     assert_eq!(report.metrics_charged, Some(invariants.units_charged as u64), "{report}");
+    // Issue #15: the invariants held with group admission in play, some transaction claiming for
+    // several claimers (more claimers than groups).
+    let (groups, claimers) = report.metrics_groups.expect("every replica's group counters");
+    assert!(groups > 0 && claimers > groups, "no group claimed for more than one claimer:\n{report}");
 }
 
 /// A small history made through the engine: a window-limited queue (5 per UTC hour) claimed to
