@@ -374,25 +374,22 @@ async fn replica_counters<S: Store>(world: &World, replicas: &Replicas<S>) -> Re
             response.text().await.ok()
         }
         .await;
-        let sum = |text: &Option<String>, series: &str| -> Option<u64> {
-            let text = text.as_ref()?;
-            let values = text.lines().filter(|line| line.starts_with(series) && line[series.len()..].starts_with('{'));
-            values.map(|line| line.rsplit(' ').next()?.parse::<f64>().ok()).sum::<Option<f64>>().map(|v| v as u64)
-        };
-        claimed = claimed.zip(sum(&scraped, "switchboard_todos_claimed_total")).map(|(a, b)| a + b);
-        charged = charged.zip(sum(&scraped, "switchboard_admission_charged_total")).map(|(a, b)| a + b);
-        let scraped_groups = scraped_total(&scraped, "switchboard_claim_groups_total")
-            .zip(scraped_total(&scraped, "switchboard_claim_group_claimers_total"));
+        let sum = |series: &str| scraped_sum(scraped.as_deref(), series);
+        claimed = claimed.zip(sum("switchboard_todos_claimed_total")).map(|(a, b)| a + b);
+        charged = charged.zip(sum("switchboard_admission_charged_total")).map(|(a, b)| a + b);
+        let scraped_groups = sum("switchboard_claim_groups_total").zip(sum("switchboard_claim_group_claimers_total"));
         groups = groups.zip(scraped_groups).map(|((g, c), (more_g, more_c))| (g + more_g, c + more_c));
     }
     ReplicaCounters { claimed, charged, groups }
 }
 
-/// The value of an unlabelled series in a scraped `/metrics` text.
-fn scraped_total(text: &Option<String>, series: &str) -> Option<u64> {
-    let line =
-        text.as_ref()?.lines().find(|line| line.strip_prefix(series).is_some_and(|rest| rest.starts_with(' ')))?;
-    line.rsplit(' ').next()?.parse::<f64>().ok().map(|v| v as u64)
+/// A series of a scraped `/metrics` text summed over its samples, labelled or not; None when the
+/// scrape failed or a value does not parse.
+fn scraped_sum(text: Option<&str>, series: &str) -> Option<u64> {
+    let samples = text?
+        .lines()
+        .filter(|line| line.strip_prefix(series).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')));
+    samples.map(|line| line.rsplit(' ').next()?.parse::<f64>().ok()).sum::<Option<f64>>().map(|v| v as u64)
 }
 
 fn lock(tally: &Mutex<Tally>) -> std::sync::MutexGuard<'_, Tally> {
