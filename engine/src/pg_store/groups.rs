@@ -247,12 +247,12 @@ impl Leading {
     /// Group claims until nobody waits, then steps down under the same lock a new claimer
     /// queues under, so no claimer is left without a leader.
     async fn lead(mut self, store: PgStore) {
-        let (groups, set) = (self.groups.clone(), self.set);
+        let set = self.set;
         loop {
             let (queues, members) = {
-                let mut sets = groups.sets();
+                let mut sets = self.groups.sets();
                 let Some(group) = sets.get_mut(&set) else { break };
-                let taken = group.waiting.len().min(groups.members_max);
+                let taken = group.waiting.len().min(self.groups.members_max);
                 if taken == 0 {
                     // Under the lock that found nobody waiting: a claimer queuing after this
                     // sees no leader and starts one.
