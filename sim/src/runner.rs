@@ -27,7 +27,7 @@ impl Totals {
         self.last_hash.clone_from(&outcome.trace_hash);
     }
 
-    /// One line for the end of a run. A run is one thread, so on an idle machine its claims per
+    /// One line for a run so far or at its end. A run is one thread, so on an idle machine its claims per
     /// second of wall time are its simulated claims per CPU-second (issue #15's measure).
     pub fn summary(&self, elapsed_s: f64) -> String {
         format!(
