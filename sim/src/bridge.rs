@@ -2,7 +2,7 @@
 //! real thread that owns a real tokio runtime and a `PgStore`, and the simulation thread waits
 //! for the answer.
 //!
-//! Exists because sqlx cannot run inside a turmoil host: simulated time does not wait for real
+//! Exists because sqlx cannot run inside the simulated world: simulated time does not wait for real
 //! I/O (context/simulation-spike.md). Blocking takes zero simulated time and keeps the order of
 //! calls exactly the simulation's, so the same seed gives the same trace here as on `ModelStore`:
 //! the differential run. Each call is one whole transaction, so no lock is ever held across a

@@ -9,7 +9,6 @@
 
 use crate::config::Config;
 use crate::faults::{Event, FaultRates, Faulty, Rng};
-use crate::push_world::Streams;
 use crate::sim_store::SimStore;
 use chrono::Duration as Span;
 use models::identity::QueueIdentity;
@@ -126,7 +125,9 @@ impl FaultCounts {
     }
 }
 
-/// The fault plan of one run and what it has done so far.
+/// The fault plan of one run and what it has done so far. Clone: the world decides ahead on a
+/// copy and goes back to it if the clients finish first.
+#[derive(Clone)]
 pub struct FaultDriver {
     rng: Rng,
     random: Option<FaultSchedule>,
@@ -136,8 +137,6 @@ pub struct FaultDriver {
     clients: Vec<String>,
     /// The budgeted identities whose policy rows may be damaged.
     identities: Vec<QueueIdentity>,
-    /// How far the clock has jumped ahead of simulated time.
-    offset: Span,
     crashed: Option<(usize, u64)>,
     partitioned: Option<(String, String, u64)>,
     cut_link: Option<(usize, u64)>,
@@ -163,7 +162,6 @@ impl FaultDriver {
             replicas: config.replicas,
             clients: config.clients(),
             identities,
-            offset: Span::zero(),
             crashed: None,
             partitioned: None,
             cut_link: None,
@@ -171,40 +169,56 @@ impl FaultDriver {
         }
     }
 
-    pub fn offset(&self) -> Span {
-        self.offset
-    }
-
     pub fn counts(&self) -> FaultCounts {
         self.counts
     }
 
-    /// One step's faults: the scripted ones due now, then end the ones whose time is up and
-    /// maybe (on the random schedule) start new ones.
-    pub fn step<S: SimStore>(&mut self, sim: &mut turmoil::Sim<'_>, store: &Faulty<S>, streams: &Streams, steps: u64) {
+    /// Decides step `steps`'s faults: the scripted ones due now, then ends the ones whose time is
+    /// up and maybe (on the random schedule) starts new ones. Only the driver's own state moves
+    /// here (its generator, what is going on, the counts); `apply` makes the world feel it. The
+    /// world decides steps ahead of simulated time and sleeps until the next that does something,
+    /// so a step's draws must not depend on anything but the driver.
+    pub fn decide(&mut self, steps: u64) -> Vec<Action> {
+        let mut actions = vec![];
         while self.script.front().is_some_and(|(at, _)| *at <= steps) {
             if let Some((_, fault)) = self.script.pop_front() {
-                self.start(fault, sim, store, streams, steps);
+                self.start(fault, steps, &mut actions);
             }
         }
         let rates = self.random;
-        self.crash_step(rates.map(|r| r.crash_per_100k), sim, streams, steps);
-        self.partition_step(rates.map(|r| r.partition_per_100k), sim, steps);
-        self.cut_link_step(rates.map(|r| r.cut_link_per_100k), store, steps);
-        let Some(rates) = rates else { return };
+        self.crash_step(rates.map(|r| r.crash_per_100k), steps, &mut actions);
+        self.partition_step(rates.map(|r| r.partition_per_100k), steps, &mut actions);
+        self.cut_link_step(rates.map(|r| r.cut_link_per_100k), steps, &mut actions);
+        let Some(rates) = rates else { return actions };
         if self.rng.below(100_000) < rates.clock_jump_per_100k {
             // Forward only: a database clock does not run backwards. Across an hour boundary, a
             // day, or to just before the DST fold's second 01:30.
-            self.offset += match self.rng.below(3) {
+            actions.push(Action::ClockJump(match self.rng.below(3) {
                 0 => Span::minutes(20),
                 1 => Span::hours(1),
                 _ => Span::hours(6),
-            };
+            }));
             self.counts.clock_jumps += 1;
         }
         if self.rng.below(100_000) < rates.corruption_per_100k && !self.identities.is_empty() {
             let identity = self.rng.pick(&self.identities).clone();
-            self.damage(store, identity);
+            actions.push(Action::Damage(identity));
+        }
+        actions
+    }
+
+    /// Makes the world feel what `decide` decided, at the step it was decided for.
+    pub fn apply<S: SimStore>(&mut self, actions: Vec<Action>, hosts: &mut impl Hosts, store: &Faulty<S>) {
+        for action in actions {
+            match action {
+                Action::Crash(replica) => hosts.crash(replica),
+                Action::Restart(replica) => hosts.restart(replica),
+                Action::Partition(a, b) => hosts.partition(&a, &b),
+                Action::Repair(a, b) => hosts.repair(&a, &b),
+                Action::CutLink(replica, cut) => store.cut_link(replica, cut),
+                Action::ClockJump(span) => hosts.jump_clock(span),
+                Action::Damage(identity) => self.damage(store, identity),
+            }
         }
     }
 
@@ -218,40 +232,32 @@ impl FaultDriver {
     }
 
     /// A scripted fault, unless one of its kind is still going on.
-    fn start<S: SimStore>(
-        &mut self,
-        fault: ScriptedFault,
-        sim: &mut turmoil::Sim<'_>,
-        store: &Faulty<S>,
-        streams: &Streams,
-        steps: u64,
-    ) {
+    fn start(&mut self, fault: ScriptedFault, steps: u64, actions: &mut Vec<Action>) {
         match fault {
             ScriptedFault::Crash { replica, steps: lasting } if self.crashed.is_none() => {
-                sim.crash(format!("r{replica}"));
-                streams.crashed(replica);
+                actions.push(Action::Crash(replica));
                 self.crashed = Some((replica, steps + lasting));
                 self.counts.crashes += 1;
             }
             ScriptedFault::Partition { client, replica, steps: lasting } if self.partitioned.is_none() => {
                 let replica = format!("r{replica}");
-                sim.partition(client.as_str(), replica.as_str());
+                actions.push(Action::Partition(client.clone(), replica.clone()));
                 self.partitioned = Some((client, replica, steps + lasting));
                 self.counts.partitions += 1;
             }
             ScriptedFault::CutLink { replica, steps: lasting } if self.cut_link.is_none() => {
-                store.cut_link(replica, true);
+                actions.push(Action::CutLink(replica, true));
                 self.cut_link = Some((replica, steps + lasting));
                 self.counts.database_partitions += 1;
             }
             ScriptedFault::ClockJump { minutes } => {
-                self.offset += Span::minutes(minutes);
+                actions.push(Action::ClockJump(Span::minutes(minutes)));
                 self.counts.clock_jumps += 1;
             }
             ScriptedFault::DamagePolicy { queue } => {
                 let identity = self.identities.iter().find(|identity| identity.queue == queue).cloned();
                 if let Some(identity) = identity {
-                    self.damage(store, identity);
+                    actions.push(Action::Damage(identity));
                 }
             }
             _ => {}
@@ -260,12 +266,11 @@ impl FaultDriver {
 
     /// Restarts the crashed replica when its time is up; else, on the random schedule, maybe
     /// crashes one.
-    fn crash_step(&mut self, rate: Option<u64>, sim: &mut turmoil::Sim<'_>, streams: &Streams, steps: u64) {
+    fn crash_step(&mut self, rate: Option<u64>, steps: u64, actions: &mut Vec<Action>) {
         if let Some((index, back_at)) = self.crashed
             && steps >= back_at
         {
-            sim.bounce(format!("r{index}"));
-            streams.restarted(index);
+            actions.push(Action::Restart(index));
             self.crashed = None;
         } else if let Some(rate) = rate
             && self.crashed.is_none()
@@ -273,19 +278,18 @@ impl FaultDriver {
             && self.rng.below(100_000) < rate
         {
             let index = self.rng.below(self.replicas as u64) as usize;
-            sim.crash(format!("r{index}"));
-            streams.crashed(index);
+            actions.push(Action::Crash(index));
             self.crashed = Some((index, steps + 100 + self.rng.below(1_000)));
             self.counts.crashes += 1;
         }
     }
 
     /// Repairs the partition when its time is up; else maybe cuts a client from a replica.
-    fn partition_step(&mut self, rate: Option<u64>, sim: &mut turmoil::Sim<'_>, steps: u64) {
+    fn partition_step(&mut self, rate: Option<u64>, steps: u64, actions: &mut Vec<Action>) {
         if let Some((a, b, until_step)) = &self.partitioned
             && steps >= *until_step
         {
-            sim.repair(a.as_str(), b.as_str());
+            actions.push(Action::Repair(a.clone(), b.clone()));
             self.partitioned = None;
         } else if let Some(rate) = rate
             && self.partitioned.is_none()
@@ -293,25 +297,25 @@ impl FaultDriver {
         {
             let a = self.rng.pick(&self.clients).clone();
             let b = format!("r{}", self.rng.below(self.replicas as u64));
-            sim.partition(a.as_str(), b.as_str());
+            actions.push(Action::Partition(a.clone(), b.clone()));
             self.partitioned = Some((a, b, steps + 50 + self.rng.below(750)));
             self.counts.partitions += 1;
         }
     }
 
     /// Repairs the cut database link when its time is up; else maybe cuts one.
-    fn cut_link_step<S: SimStore>(&mut self, rate: Option<u64>, store: &Faulty<S>, steps: u64) {
+    fn cut_link_step(&mut self, rate: Option<u64>, steps: u64, actions: &mut Vec<Action>) {
         if let Some((replica, until_step)) = self.cut_link
             && steps >= until_step
         {
-            store.cut_link(replica, false);
+            actions.push(Action::CutLink(replica, false));
             self.cut_link = None;
         } else if let Some(rate) = rate
             && self.cut_link.is_none()
             && self.rng.below(100_000) < rate
         {
             let replica = self.rng.below(self.replicas as u64) as usize;
-            store.cut_link(replica, true);
+            actions.push(Action::CutLink(replica, true));
             self.cut_link = Some((replica, steps + 50 + self.rng.below(750)));
             self.counts.database_partitions += 1;
         }
@@ -319,19 +323,45 @@ impl FaultDriver {
 
     /// Ends every fault at once and injects no more: the crashed replica restarts, partitions
     /// and cut links are repaired, the database stops failing.
-    pub fn heal<S: SimStore>(&mut self, sim: &mut turmoil::Sim<'_>, store: &Faulty<S>, streams: &Streams) {
+    pub fn heal<S: SimStore>(&mut self, hosts: &mut impl Hosts, store: &Faulty<S>) {
         store.arm(FaultRates::NONE);
         if let Some((index, _)) = self.crashed.take() {
-            sim.bounce(format!("r{index}"));
-            streams.restarted(index);
+            hosts.restart(index);
         }
         if let Some((a, b, _)) = self.partitioned.take() {
-            sim.repair(a.as_str(), b.as_str());
+            hosts.repair(&a, &b);
         }
         if let Some((replica, _)) = self.cut_link.take() {
             store.cut_link(replica, false);
         }
     }
+}
+
+/// One thing a step does to the world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Replica `index` crashes.
+    Crash(usize),
+    /// Replica `index` starts again.
+    Restart(usize),
+    /// Client host and replica host cut apart.
+    Partition(String, String),
+    Repair(String, String),
+    /// Replica `index`'s database link is cut (true) or repaired.
+    CutLink(usize, bool),
+    /// The clock jumps forward.
+    ClockJump(Span),
+    /// A policy row is damaged (if its policy has a window when the step comes).
+    Damage(QueueIdentity),
+}
+
+/// What the driver acts on: the world's hosts, the network between them, and its clock.
+pub trait Hosts {
+    fn crash(&mut self, replica: usize);
+    fn restart(&mut self, replica: usize);
+    fn partition(&mut self, a: &str, b: &str);
+    fn repair(&mut self, a: &str, b: &str);
+    fn jump_clock(&mut self, span: Span);
 }
 
 fn current_policy_has_window(ledger: &[Event], identity: &QueueIdentity) -> bool {

@@ -9,6 +9,7 @@
 
 pub use crate::ledger::Event;
 pub use crate::rng::Rng;
+use crate::sim_time::SimClock;
 use models::admission::Policy;
 use models::capacity::Capacity;
 use models::counters::Counters;
@@ -18,7 +19,7 @@ use models::presence::{Override, Shift};
 use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use models::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, Clock, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
+    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
     PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
 };
 use models::todo::{Created, NewTodo, Todo};
@@ -66,7 +67,7 @@ struct State {
 #[derive(Clone)]
 pub struct Faulty<S: Store> {
     inner: S,
-    clock: Arc<dyn Clock>,
+    clock: SimClock,
     state: Arc<Mutex<State>>,
     /// The replica whose database connection this handle is (None: set-up and checks).
     link: Option<usize>,
@@ -82,7 +83,7 @@ enum Kind {
 
 impl<S: Store> Faulty<S> {
     /// Starts with no faults: set-up runs clean; `arm` turns them on.
-    pub fn new(inner: S, clock: Arc<dyn Clock>, seed: u64) -> Faulty<S> {
+    pub fn new(inner: S, clock: SimClock, seed: u64) -> Faulty<S> {
         let state = State {
             rng: Rng::new(seed),
             rates: FaultRates::NONE,
@@ -119,7 +120,7 @@ impl<S: Store> Faulty<S> {
 
     /// The simulation's clock, as the store reads it.
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        self.clock.now()
+        self.clock.follow()
     }
 
     pub fn arm(&self, rates: FaultRates) {
@@ -172,6 +173,8 @@ impl<S: Store> Faulty<S> {
             self.lock().injected.errors += 1;
             return Err(Error::unavailable("the database is unavailable (injected)"));
         }
+        // The store reads its clock now: bring it to simulated time.
+        self.clock.follow();
         let answer = call.await;
         if let Ok(value) = &answer {
             note(value, &mut self.lock().ledger);
@@ -195,7 +198,7 @@ impl<S: Store> Faulty<S> {
             id: claimed.todo.id.clone(),
             identity: claimed.todo.identity.clone(),
             holder: actor.label(),
-            at: self.clock.now(),
+            at: self.clock.follow(),
             lease_expires_at: claimed.todo.lease_expires_at,
             attempt: claimed.todo.attempt,
             admission: claimed.admission,
@@ -213,7 +216,7 @@ impl<S: Store> Faulty<S> {
                 pass,
                 rings: report.rings.clone(),
                 hook_calls: report.hook_calls_enqueued,
-                at: self.clock.now(),
+                at: self.clock.follow(),
             });
         }
     }
@@ -474,7 +477,7 @@ impl<S: Store> Store for Faulty<S> {
                 ledger.push(Event::Reaped {
                     returned: report.returned_to_pending,
                     dead_lettered: report.dead_lettered,
-                    at: self.clock.now(),
+                    at: self.clock.follow(),
                 });
             }
         })

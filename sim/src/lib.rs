@@ -1,4 +1,4 @@
-//! Switchboard's deterministic simulation: the production router on turmoil replicas over one
+//! Switchboard's deterministic simulation: the production router on simulated replicas over one
 //! shared store (the in-memory `ModelStore` or, through a blocking bridge, real PostgreSQL),
 //! simulated agents, an owner and a webhook producer, fault injection, invariant checks, the
 //! differential run, the real-concurrency stress run and the seeded-bug catalog.
@@ -25,6 +25,7 @@ pub mod replies;
 pub mod rng;
 pub mod runner;
 pub mod sim_store;
+pub mod sim_time;
 pub mod sql_invariants;
 pub mod stress;
 pub mod trace;

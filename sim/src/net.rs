@@ -1,46 +1,240 @@
-//! HTTP over turmoil's simulated network: the production router served on a simulated listener,
-//! and the small HTTP/1 client the simulated agents, owner and producer speak through.
+//! HTTP over the simulation's own network: the production router served by hyper on in-memory
+//! connections, and the small HTTP/1 client the simulated agents, owner and producer speak
+//! through. Every byte crosses a `Pipe`, so latency, partitions and crashes apply to it.
 //!
-//! Exists because axum and hyper run on tokio's real sockets by default; in the simulation every
-//! byte must cross turmoil's network so partitions, latency and crashes apply to it.
+//! Exists because axum and hyper run on real sockets by default; in the simulation every request
+//! must take seeded simulated time and be lost the way a network loses it.
+//!
+//! The network's rules: opening a connection takes one latency; every write arrives after its own
+//! latency (1 to 25 ms, drawn from the seed in the order the writes happen); a replica that is
+//! down refuses connections. A partition between two hosts is silence: connections between them
+//! stop carrying bytes for good (a write is swallowed, a read waits), and a new connection across
+//! it is never answered, so the client's timeout is what ends the request. A crashed replica's
+//! connections go silent the same way; the requests it was serving stop where they were.
 
+use crate::rng::Rng;
 use axum::Router;
 use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
-/// The port every simulated replica listens on.
-pub const PORT: u16 = 80;
+/// Latency of one connection set-up or one write, in simulated milliseconds.
+const LATENCY_MS_MIN: u64 = 1;
+const LATENCY_MS_MAX: u64 = 25;
+/// Bytes a connection buffers each way (far more than any request or reply here).
+const PIPE_BUFFER_BYTES: usize = 256 * 1024;
 
-/// turmoil's listener as an axum listener, so `axum::serve` runs the router unchanged.
-pub struct SimListener(turmoil::net::TcpListener);
+/// The network of one run. Cheap to clone; clones share it.
+#[derive(Clone)]
+pub struct Net(Arc<Mutex<Wires>>);
 
-impl axum::serve::Listener for SimListener {
-    type Io = turmoil::net::TcpStream;
-    type Addr = std::net::SocketAddr;
+struct Wires {
+    rng: Rng,
+    /// Replicas that accept connections, by host name.
+    listening: BTreeMap<String, mpsc::UnboundedSender<Pipe>>,
+    /// Pairs of hosts that cannot reach each other (each pair sorted).
+    cut: BTreeSet<(String, String)>,
+    /// Open connections: the hosts at either end and the line they share.
+    open: Vec<(String, String, Weak<Line>)>,
+}
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.0.accept().await {
-                Ok(pair) => return pair,
-                // Accept errors are transient in the simulation (a peer vanished): keep serving.
-                Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
-            }
-        }
+/// What both ends of one connection share: whether it still carries bytes.
+#[derive(Default)]
+struct Line {
+    dead: AtomicBool,
+}
+
+fn pair(a: &str, b: &str) -> (String, String) {
+    if a <= b { (a.to_string(), b.to_string()) } else { (b.to_string(), a.to_string()) }
+}
+
+impl Net {
+    /// A network with nothing listening; latencies come from `seed`.
+    pub fn new(seed: u64) -> Net {
+        Net(Arc::new(Mutex::new(Wires {
+            rng: Rng::new(seed ^ 0x4E37),
+            listening: BTreeMap::new(),
+            cut: BTreeSet::new(),
+            open: vec![],
+        })))
     }
 
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.0.local_addr()
+    fn lock(&self) -> MutexGuard<'_, Wires> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn latency(&self) -> Duration {
+        let drawn = self.lock().rng.below(LATENCY_MS_MAX - LATENCY_MS_MIN + 1);
+        Duration::from_millis(LATENCY_MS_MIN + drawn)
+    }
+
+    /// `host` accepts connections from now on (until it crashes).
+    fn listen(&self, host: &str) -> mpsc::UnboundedReceiver<Pipe> {
+        let (sender, incoming) = mpsc::unbounded_channel();
+        self.lock().listening.insert(host.to_string(), sender);
+        incoming
+    }
+
+    /// `host` is down: it refuses new connections, and the ones it had go silent.
+    pub fn crash(&self, host: &str) {
+        let mut wires = self.lock();
+        wires.listening.remove(host);
+        wires.silence(|a, b| a == host || b == host);
+    }
+
+    /// Hosts `a` and `b` cannot reach each other until `repair`.
+    pub fn partition(&self, a: &str, b: &str) {
+        let mut wires = self.lock();
+        wires.cut.insert(pair(a, b));
+        wires.silence(|x, y| (x == a && y == b) || (x == b && y == a));
+    }
+
+    /// New connections between `a` and `b` work again (the silenced ones stay silent).
+    pub fn repair(&self, a: &str, b: &str) {
+        self.lock().cut.remove(&pair(a, b));
+    }
+
+    /// A connection from host `from` to host `to`, once it is set up; None if `to` refused it.
+    /// Across a partition it never completes.
+    async fn connect(&self, from: &str, to: &str) -> Option<Pipe> {
+        tokio::time::sleep(self.latency()).await;
+        let listener = {
+            let wires = self.lock();
+            if wires.cut.contains(&pair(from, to)) { None } else { Some(wires.listening.get(to).cloned()) }
+        };
+        let Some(listener) = listener else {
+            return std::future::pending().await;
+        };
+        let listener = listener?;
+        let line = Arc::new(Line::default());
+        let (near, far) = tokio::io::duplex(PIPE_BUFFER_BYTES);
+        {
+            let mut wires = self.lock();
+            wires.open.retain(|(_, _, line)| line.strong_count() > 0);
+            wires.open.push((from.to_string(), to.to_string(), Arc::downgrade(&line)));
+        }
+        listener.send(Pipe::new(far, line.clone(), self.clone())).ok()?;
+        Some(Pipe::new(near, line, self.clone()))
     }
 }
 
-/// Serves `router` on this host's `PORT` until the host is crashed.
-pub async fn serve(router: Router) -> turmoil::Result {
-    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await?;
-    axum::serve(SimListener(listener), router).await?;
-    Ok(())
+impl Wires {
+    fn silence(&mut self, between: impl Fn(&str, &str) -> bool) {
+        for (a, b, line) in &self.open {
+            if between(a, b)
+                && let Some(line) = line.upgrade()
+            {
+                line.dead.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// One end of a connection: a byte stream whose writes take simulated time.
+pub struct Pipe {
+    io: DuplexStream,
+    line: Arc<Line>,
+    net: Net,
+    /// The latency the write in progress is waiting out.
+    in_transit: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Pipe {
+    fn new(io: DuplexStream, line: Arc<Line>, net: Net) -> Pipe {
+        Pipe { io, line, net, in_transit: None }
+    }
+
+    fn dead(&self) -> bool {
+        self.line.dead.load(Ordering::SeqCst)
+    }
+}
+
+impl AsyncRead for Pipe {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if self.dead() {
+            // Silence: nothing more arrives, and nothing says so.
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Pipe {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if self.in_transit.is_none() {
+            let latency = self.net.latency();
+            self.in_transit = Some(Box::pin(tokio::time::sleep(latency)));
+        }
+        if let Some(transit) = self.in_transit.as_mut() {
+            ready!(transit.as_mut().poll(cx));
+        }
+        if self.dead() {
+            self.in_transit = None;
+            return Poll::Ready(Ok(buf.len()));
+        }
+        let written = ready!(Pin::new(&mut self.io).poll_write(cx, buf));
+        self.in_transit = None;
+        Poll::Ready(written)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.dead() {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Every task one life of a replica runs: its server, its connections, its sweeps and its hook
+/// calls. A crash aborts them all, as a process's death ends its threads. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct HostTasks(Arc<Mutex<JoinSet<()>>>);
+
+impl HostTasks {
+    fn lock(&self) -> MutexGuard<'_, JoinSet<()>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `task` as part of this host until it ends or the host crashes.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.lock();
+        // Forget the tasks that have ended, so a long life does not pile them up.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task);
+    }
+
+    /// The host is gone: every task of it stops at its next await.
+    pub fn abort(&self) {
+        self.lock().abort_all();
+    }
+}
+
+/// Serves `router` as host `host` until the host crashes: every connection on a task of `tasks`.
+pub async fn serve(net: Net, host: String, router: Router, tasks: HostTasks) {
+    let mut incoming = net.listen(&host);
+    while let Some(pipe) = incoming.recv().await {
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tasks.spawn(async move {
+            // A connection ends in an error when its client goes away; the server carries on.
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(pipe), service).await;
+        });
+    }
 }
 
 /// What a request came back with: an HTTP status and a JSON body, or a network failure (the
@@ -61,39 +255,46 @@ pub struct Request<'a> {
     pub body: Option<&'a Value>,
 }
 
-/// `request` on a fresh connection to `host`, given up after `timeout` of simulated time (the
-/// client cancels: the server may still be working on it).
-pub async fn send(host: &str, request: Request<'_>, timeout: Duration) -> Reply {
-    match tokio::time::timeout(timeout, exchange(host, request)).await {
-        Ok(Ok(reply)) => reply,
-        Ok(Err(error)) => Reply::Network(error),
-        Err(_) => Reply::Network("timed out".into()),
+impl Net {
+    /// `request` from host `from` on a fresh connection to `host`, given up after `timeout` of
+    /// simulated time (the client cancels: the server may still be working on it).
+    pub async fn send(&self, from: &str, host: &str, request: Request<'_>, timeout: Duration) -> Reply {
+        match tokio::time::timeout(timeout, self.exchange(from, host, request)).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(error)) => Reply::Network(error),
+            Err(_) => Reply::Network("timed out".into()),
+        }
     }
-}
 
-async fn exchange(host: &str, Request { method, path, bearer, headers, body }: Request<'_>) -> Result<Reply, String> {
-    let stream = turmoil::net::TcpStream::connect((host, PORT)).await.map_err(|e| e.to_string())?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
-    // The connection task ends when the exchange is over or the host goes away.
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let payload = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut builder = hyper::Request::builder().method(method).uri(path).header("host", host);
-    if body.is_some() {
-        builder = builder.header("content-type", "application/json");
+    async fn exchange(
+        &self,
+        from: &str,
+        host: &str,
+        Request { method, path, bearer, headers, body }: Request<'_>,
+    ) -> Result<Reply, String> {
+        let stream = self.connect(from, host).await.ok_or_else(|| "connection refused".to_string())?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+        // The connection task ends when the exchange is over (or waits out a silenced line).
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let payload = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut builder = hyper::Request::builder().method(method).uri(path).header("host", host);
+        if body.is_some() {
+            builder = builder.header("content-type", "application/json");
+        }
+        if let Some(token) = bearer {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, value.as_str());
+        }
+        let request = builder.body(Full::new(Bytes::from(payload))).map_err(|e| e.to_string())?;
+        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(Reply::Http(status, value))
     }
-    if let Some(token) = bearer {
-        builder = builder.header("authorization", format!("Bearer {token}"));
-    }
-    for (name, value) in headers {
-        builder = builder.header(*name, value.as_str());
-    }
-    let request = builder.body(Full::new(Bytes::from(payload))).map_err(|e| e.to_string())?;
-    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let bytes = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Ok(Reply::Http(status, value))
 }

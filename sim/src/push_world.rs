@@ -2,7 +2,7 @@
 //! on its sweep tick, the streams each replica holds, the agents' sessions and clock-in/out, and
 //! notify-hook receivers whose answers the seed decides.
 //!
-//! Streams do not cross turmoil: an agent opens and attaches its MCP session by calling the
+//! Streams do not cross the simulated network: an agent opens and attaches its MCP session by calling the
 //! store over a replica's database link (what that replica's MCP handler would do), and
 //! `Streams` stands for the connections each replica holds. A crash empties a replica's share,
 //! and the agent notices and attaches elsewhere, as a client whose stream broke reconnects. Hook
@@ -16,6 +16,7 @@
 //! so the PostgreSQL run of a seed reads the same as the model's.
 
 use crate::faults::{Faulty, Rng};
+use crate::net::HostTasks;
 use crate::trace::{PresenceVerb, PushPass, Task, Trace, TraceEvent};
 use models::presence::{self, Presence};
 use models::push::{HOOK_CALLS_PER_PASS_MAX, HookCall, HookOutcome, PushReport};
@@ -106,7 +107,13 @@ fn summary(pass: Task, report: &PushReport) -> TraceEvent {
 
 /// A replica's push work on its sweep tick: refresh the streams it holds, decide pushes (new and
 /// requeued work, reopened queues, presence changes, the heartbeat), then send due hook calls.
-pub async fn replica_pass<S: Store>(name: &str, index: usize, store: &Faulty<S>, streams: &Streams, trace: &Trace) {
+pub async fn replica_pass<S: Store>(
+    (name, index): (&str, usize),
+    store: &Faulty<S>,
+    streams: &Streams,
+    trace: &Trace,
+    tasks: &HostTasks,
+) {
     let held = streams.sessions(index);
     if !held.is_empty() {
         match store.refresh_sessions(name, &held).await {
@@ -129,12 +136,12 @@ pub async fn replica_pass<S: Store>(name: &str, index: usize, store: &Faulty<S>,
             Err(error) => trace.log(name, TraceEvent::Failed { task: pass, code: error.code }),
         }
     }
-    send_hooks(name, store, trace).await;
+    send_hooks(name, store, trace, tasks).await;
 }
 
 /// Takes every due call (pass after pass, so which calls a pass holds does not depend on how a
 /// store orders equal rows) and sends each on its own task; a crash kills the tasks mid-send.
-async fn send_hooks<S: Store>(name: &str, store: &Faulty<S>, trace: &Trace) {
+async fn send_hooks<S: Store>(name: &str, store: &Faulty<S>, trace: &Trace, tasks: &HostTasks) {
     let mut calls: Vec<HookCall> = Vec::new();
     loop {
         match store.take_hook_calls(name).await {
@@ -154,7 +161,7 @@ async fn send_hooks<S: Store>(name: &str, store: &Faulty<S>, trace: &Trace) {
     calls.sort_by_key(call_key);
     for call in calls {
         let (store, trace, name) = (store.clone(), trace.clone(), name.to_string());
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let (outcome, send_ms) = receiver_answer(&call);
             tokio::time::sleep(Duration::from_millis(send_ms)).await;
             let unrecorded = store.finish_hook_call(call.id, &name, &outcome).await.err().map(|error| error.code);

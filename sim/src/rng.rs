@@ -1,5 +1,5 @@
 //! The simulation's only source of chance: a small seedable generator, so one seed reproduces
-//! one run (the network's chance is turmoil's, seeded from the same number).
+//! one run (the network's latencies draw from one too).
 
 /// A small, fast, seedable generator (SplitMix64): the simulation's only source of chance.
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! The real-concurrency stress run (design.md "Real concurrency"; SPEC-0030 REQ-13's race gate):
-//! several server replicas on ONE throwaway PostgreSQL, no turmoil, real sockets and real time,
+//! several server replicas on ONE throwaway PostgreSQL, no simulated world, real sockets and real time,
 //! which is what catches read-then-write races in the database protocol.
 //!
 //! Replicas: `in_process_replicas` tokio tasks, each its own `PgStore` (own pool, `SystemClock`)

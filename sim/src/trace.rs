@@ -302,7 +302,7 @@ pub struct Trace {
 
 impl Trace {
     pub fn log(&self, host: &str, event: TraceEvent) {
-        let at_ms = turmoil::sim_elapsed().map(|d| d.as_millis()).unwrap_or(0);
+        let at_ms = crate::sim_time::elapsed().as_millis();
         let line = TraceLine { at_ms, host: host.to_string(), event };
         self.lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
     }

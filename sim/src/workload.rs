@@ -11,9 +11,10 @@ use crate::check;
 use crate::config::QUEUES;
 use crate::fake_data::FakeData;
 use crate::faults::Rng;
-use crate::net::{self, Reply, Request};
+use crate::net::{Net, Reply, Request};
 use crate::push_world::AgentPush;
 use crate::replies::{ClaimReply, Created, Delivered, Heard, HttpStatus, ReplySummary, StatusReply, printable};
+use crate::sim_time;
 use crate::trace::{EndVerb, Trace, TraceEvent};
 use chrono::Utc;
 use models::store::Store;
@@ -29,6 +30,9 @@ pub(crate) const LEASE_SECONDS: i64 = 20;
 pub(crate) const WEBHOOK_SECRET: &str = "whsec_c2ltdWxhdGlvbi1zZWNyZXQtMDEyMzQ1Njc4OQ==";
 /// The owner writes at most this many policies per run.
 const OWNER_WRITES_MAX: usize = 10;
+
+/// How a client host ends: its loop finished, or what went wrong.
+pub(crate) type ClientResult = Result<(), String>;
 
 /// Ids of the team's todos as the producer learned them, for the other owner's probes.
 #[derive(Clone, Default)]
@@ -97,6 +101,7 @@ pub(crate) struct Caller {
     pub(crate) retry_server_errors: bool,
     /// Gives up on some claims almost at once (the client-cancellation fault).
     pub(crate) cancels: bool,
+    pub(crate) net: Net,
 }
 
 impl Caller {
@@ -105,7 +110,7 @@ impl Caller {
         let mut reply = Reply::Network("not sent".into());
         for _attempt in 0..3 {
             let replica = format!("r{}", rng.below(self.replicas as u64));
-            reply = net::send(&replica, request, timeout).await;
+            reply = self.net.send(&self.name, &replica, request, timeout).await;
             match &reply {
                 Reply::Network(problem) => {
                     if problem == "timed out" && timeout == CANCEL_AFTER {
@@ -264,10 +269,10 @@ pub(crate) async fn agent<S: Store>(
     until: Duration,
     foreign: Option<FleetIds>,
     mut push: Option<AgentPush<S>>,
-) -> turmoil::Result {
+) -> ClientResult {
     let mut agent = Agent { caller, slug, key, rng: Rng::new(seed) };
     let mut push_rng = Rng::new(seed ^ 0x7075_7368);
-    while turmoil::sim_elapsed().unwrap_or_default() < until {
+    while sim_time::elapsed() < until {
         if let Some(push) = push.as_mut() {
             push.step(&mut push_rng, &agent.caller.trace, &agent.caller.name).await;
         }
@@ -282,10 +287,10 @@ pub(crate) async fn agent<S: Store>(
 }
 
 /// The owner: now and then replaces a budgeted queue's policy over the operator API.
-pub(crate) async fn owner(caller: Caller, principals: Principals, seed: u64, until: Duration) -> turmoil::Result {
+pub(crate) async fn owner(caller: Caller, principals: Principals, seed: u64, until: Duration) -> ClientResult {
     let mut rng = Rng::new(seed);
     let mut writes = 0;
-    while turmoil::sim_elapsed().unwrap_or_default() < until && writes < OWNER_WRITES_MAX {
+    while sim_time::elapsed() < until && writes < OWNER_WRITES_MAX {
         tokio::time::sleep(Duration::from_millis(15_000 + rng.below(30_000))).await;
         let queue = *rng.pick(&["metered", "capped", "both"]);
         let choices = policy_choices(queue);
@@ -320,7 +325,7 @@ pub(crate) async fn producer(
     seed: u64,
     todos: usize,
     fleet_ids: FleetIds,
-) -> turmoil::Result {
+) -> ClientResult {
     let mut rng = Rng::new(seed);
     let mut data = FakeData::new(&mut rng);
     let mut redeliver: Vec<(String, String)> = vec![];

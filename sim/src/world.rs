@@ -1,4 +1,4 @@
-//! One simulated run: the production router on N turmoil replicas over one shared store, agents
+//! One simulated run: the production router on N simulated replicas over one shared store, agents
 //! draining a team's queues over MCP, a second owner's agent on a webhook copy, an owner changing
 //! policies over the operator API, a producer pushing todos and signed webhook deliveries (with
 //! redeliveries), and the faults: replica crash and restart, partitions between clients and
@@ -9,38 +9,53 @@
 //! the clients finish the run drains with every fault healed, so no hook call may stay unsent.
 //!
 //! The database is one shared store reached by each replica over its own link (`Faulty::via`),
-//! not a turmoil host: the store's calls are whole transactions that take no simulated time, so
+//! not a host on the network: the store's calls are whole transactions that take no simulated time, so
 //! the link, not the network, carries the database faults (latency, loss, cuts).
 //!
-//! Determinism: every choice comes from the seed (turmoil's generator for the network, `Rng` for
-//! the workload and faults), time from turmoil's clock (`ManualClock` follows it), and the
-//! workspace builds with `--cfg tokio_unstable` so turmoil seeds tokio's scheduler too. The trace
+//! The world is our own, not a simulation framework's: every host is tasks on one current-thread
+//! runtime whose paused clock jumps to the next timer when all of them wait (`sim_time`), over an
+//! in-memory network (`net`). A replica's crash aborts its tasks; the fault driver decides its
+//! 10 ms steps ahead and wakes only for the steps that do something, so a seed costs its events,
+//! not its length.
+//!
+//! Determinism: every choice comes from the seed (`Rng` for the network's latencies, the
+//! workload and the faults; the runtime's scheduler seeded too, under the workspace's
+//! `--cfg tokio_unstable`), and time from the runtime's clock (`SimClock` follows it). The trace
 //! is what every client saw, line by line; its hash identifies the run.
 
 use crate::check;
 pub use crate::config::{COPY_QUEUE, Config, EPOCH_FALL_BACK, EPOCH_SPRING_FORWARD, QUEUES, epoch_for};
 pub use crate::coverage::Coverage;
-use crate::fault_driver::FaultDriver;
 pub use crate::fault_driver::{FaultCounts, FaultPlan, FaultSchedule, ScriptedFault};
+use crate::fault_driver::{FaultDriver, Hosts};
 use crate::faults::{Event, FaultRates, Faulty};
-use crate::net;
+use crate::net::{self, HostTasks, Net};
 use crate::push_world::{self, AgentPush, Streams};
 pub use crate::sim_store::SimStore;
+use crate::sim_time::{self, SimClock};
 use crate::trace::{self, Task, Trace, TraceEvent, TraceLine};
-use crate::workload::{Caller, FleetIds, Principals, WEBHOOK_SECRET, agent, owner, policy_choices, producer};
-use chrono::{DateTime, Duration as Span, Utc};
+use crate::workload::{
+    Caller, ClientResult, FleetIds, Principals, WEBHOOK_SECRET, agent, owner, policy_choices, producer,
+};
+use chrono::Duration as Span;
 use models::admission::Policy;
 use models::identity::QueueIdentity;
 use models::store::{ManualClock, NewEndpoint, PolicyActor, Store};
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinSet;
 
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// The fault driver's step: the fault chances are per step, scripted faults name steps.
+const STEP: Duration = Duration::from_millis(10);
+/// How long past `duration_s` the clients may take before the run counts as stuck.
+const OVERTIME: Duration = Duration::from_secs(900);
 /// After the clients finish: faults healed, the replicas keep sweeping this long, longer than a
 /// hook call may take to settle (`check_push::HOOK_SETTLE_SECONDS`).
 const DRAIN: Duration = Duration::from_secs(120);
-/// How often the driver checks the invariants on what committed since the last check.
+/// How often (in steps) the driver checks the invariants on what committed since the last check.
 const CHECK_EVERY_STEPS: u64 = 500;
 
 #[derive(Debug, Clone)]
@@ -144,39 +159,41 @@ fn set_up<S: SimStore>(store: &Faulty<S>, seed: u64) -> Principals {
     }
 }
 
-/// A replica: the production router, and the background sweeps on simulated time (the push
-/// pipeline's among them).
-async fn replica<S: SimStore>(
+/// One life of a replica: the production router served on the network, and the background
+/// sweeps on simulated time (the push pipeline's among them), all on `tasks`, which a crash
+/// aborts.
+fn start_replica<S: SimStore>(
     (name, index): (String, usize),
     store: Faulty<S>,
-    streams: Streams,
-    trace: Trace,
-) -> turmoil::Result {
+    (net, streams, trace): (Net, Streams, Trace),
+    tasks: HostTasks,
+) {
     let sweeper = store.clone();
-    tokio::spawn(async move {
+    let (sweeps, host) = (tasks.clone(), name.clone());
+    tasks.spawn(async move {
         loop {
             tokio::time::sleep(SWEEP_EVERY).await;
             match sweeper.reap_lapsed_leases().await {
                 Ok(report) if report.returned_to_pending + report.dead_lettered > 0 => {
                     let (returned, dead_lettered) = (report.returned_to_pending, report.dead_lettered);
-                    trace.log(&name, TraceEvent::Reaped { returned, dead_lettered })
+                    trace.log(&host, TraceEvent::Reaped { returned, dead_lettered })
                 }
                 Ok(_) => {}
-                Err(error) => trace.log(&name, TraceEvent::Failed { task: Task::Reaper, code: error.code }),
+                Err(error) => trace.log(&host, TraceEvent::Failed { task: Task::Reaper, code: error.code }),
             }
             match sweeper.requeue_due_retries().await {
                 Ok(0) => {}
-                Ok(count) => trace.log(&name, TraceEvent::RetriesRequeued { count }),
-                Err(error) => trace.log(&name, TraceEvent::Failed { task: Task::RetryScheduler, code: error.code }),
+                Ok(count) => trace.log(&host, TraceEvent::RetriesRequeued { count }),
+                Err(error) => trace.log(&host, TraceEvent::Failed { task: Task::RetryScheduler, code: error.code }),
             }
-            push_world::replica_pass(&name, index, &sweeper, &streams, &trace).await;
+            push_world::replica_pass((&host, index), &sweeper, &streams, &trace, &sweeps).await;
         }
     });
     let mut state = server::app::AppState::new(store);
     // The write limiter reads the host's real clock, which a simulation must never depend on;
     // its own tests cover it. The owner stays far below this burst.
     state.admission_writes = Arc::new(server::admission_api::WriteLimiter::with_quota(1, 10_000));
-    net::serve(server::app::router(state)).await
+    tasks.spawn(net::serve(net, name, server::app::router(state), tasks.clone()));
 }
 
 /// Runs one seed on `store` (fresh: nothing created yet) whose clock is `clock`, with random
@@ -189,61 +206,113 @@ pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome
 /// Runs one seed with the faults of `plan` (database errors, lost acknowledgements and client
 /// cancellations follow `config.faults` alone).
 pub fn run_planned<S: SimStore>(store: S, clock: ManualClock, config: Config, plan: FaultPlan) -> Outcome {
-    let base = epoch_for(config.seed);
-    clock.set(base);
-    let store = Faulty::new(store, Arc::new(clock.clone()), config.seed);
+    let time = SimClock::new(clock, epoch_for(config.seed));
+    let store = Faulty::new(store, time.clone(), config.seed);
     let principals = set_up(&store, config.seed);
     if config.faults {
         store.arm(FaultRates::ALL);
     }
-    let world = World { store, streams: Streams::default(), trace: Trace::default(), clock, base };
-    let until = Duration::from_secs(config.duration_s);
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(until + Duration::from_secs(900))
-        // 10 ms steps: message latency is quantised to it; the fault chances are per step.
-        .tick_duration(Duration::from_millis(10))
-        .min_message_latency(Duration::from_millis(1))
-        .max_message_latency(Duration::from_millis(25))
-        .epoch(std::time::UNIX_EPOCH + Duration::from_secs(base.timestamp().max(0) as u64))
-        .rng_seed(config.seed)
-        .build();
-    world.add_hosts(&mut sim, &config, &principals);
+    let world = World { store, streams: Streams::default(), trace: Trace::default(), time };
     let mut driver = FaultDriver::new(&config, &world.store, plan);
     // The invariants, checked while the run goes (every `CHECK_EVERY_STEPS`) and at the end.
     let mut judge = check::LedgerCheck::new(principals.tenancy.clone());
-    let driven = world.drive(&mut sim, &mut driver, &mut judge);
+    let runtime = sim_time::runtime(config.seed);
+    let driven = runtime.block_on(world.drive(&config, &principals, &mut driver, &mut judge));
+    // Whatever is still running (silenced connections, the replicas) ends with the runtime.
+    drop(runtime);
     world.judge(config, driver, judge, driven)
 }
 
 /// The shared parts of one run: the store behind its fault wrapper, the streams the replicas
-/// hold, the trace, and the clock that follows simulated time from `base`.
+/// hold, the trace, and the clock that follows simulated time.
 struct World<S: SimStore> {
     store: Faulty<S>,
     streams: Streams,
     trace: Trace,
-    clock: ManualClock,
-    base: DateTime<Utc>,
+    time: SimClock,
 }
 
-/// How the step loop ended.
+/// How the run ended.
 struct Driven {
     steps: u64,
     first_violation_at: Option<Duration>,
-    /// turmoil's error, if the simulation failed.
+    /// Why the run could not finish (a client failed, or never finished).
     error: Option<String>,
 }
 
-impl<S: SimStore> World<S> {
-    /// The replicas and the clients: agents, the other owner's agent, the owner, the producer.
-    fn add_hosts(&self, sim: &mut turmoil::Sim<'_>, config: &Config, principals: &Principals) {
-        let until = Duration::from_secs(config.duration_s);
-        for index in 0..config.replicas {
-            let (name, store, trace) = (format!("r{index}"), self.store.via(index), self.trace.clone());
-            let streams = self.streams.clone();
-            sim.host(name.clone(), move || {
-                replica((name.clone(), index), store.clone(), streams.clone(), trace.clone())
-            });
+/// The replicas as the fault driver reaches them: each life's tasks, the network, the streams
+/// and the clock.
+struct Replicas<S: SimStore> {
+    lives: Vec<Option<HostTasks>>,
+    store: Faulty<S>,
+    net: Net,
+    streams: Streams,
+    trace: Trace,
+    time: SimClock,
+}
+
+impl<S: SimStore> Replicas<S> {
+    fn start(&mut self, index: usize) {
+        let tasks = HostTasks::default();
+        let shared = (self.net.clone(), self.streams.clone(), self.trace.clone());
+        start_replica((format!("r{index}"), index), self.store.via(index), shared, tasks.clone());
+        self.lives[index] = Some(tasks);
+    }
+}
+
+impl<S: SimStore> Hosts for Replicas<S> {
+    fn crash(&mut self, replica: usize) {
+        if let Some(tasks) = self.lives[replica].take() {
+            tasks.abort();
         }
+        self.net.crash(&format!("r{replica}"));
+        self.streams.crashed(replica);
+    }
+
+    fn restart(&mut self, replica: usize) {
+        if self.lives[replica].is_none() {
+            self.start(replica);
+        }
+        self.streams.restarted(replica);
+    }
+
+    fn partition(&mut self, a: &str, b: &str) {
+        self.net.partition(a, b);
+    }
+
+    fn repair(&mut self, a: &str, b: &str) {
+        self.net.repair(a, b);
+    }
+
+    fn jump_clock(&mut self, span: Span) {
+        self.time.jump(span);
+    }
+}
+
+/// The simulated instant of step `step`.
+fn step_at(step: u64) -> Duration {
+    STEP * u32::try_from(step).unwrap_or(u32::MAX)
+}
+
+impl<S: SimStore> World<S> {
+    /// The replicas and the clients (agents, the other owner's agent, the owner, the producer),
+    /// each client a task whose answer the returned set holds.
+    fn start_hosts(
+        &self,
+        config: &Config,
+        principals: &Principals,
+        net: &Net,
+    ) -> (Replicas<S>, JoinSet<(String, ClientResult)>) {
+        let mut replicas = Replicas {
+            lives: vec![None; config.replicas],
+            store: self.store.clone(),
+            net: net.clone(),
+            streams: self.streams.clone(),
+            trace: self.trace.clone(),
+            time: self.time.clone(),
+        };
+        (0..config.replicas).for_each(|index| replicas.start(index));
+        let until = Duration::from_secs(config.duration_s);
         let links: Vec<Faulty<S>> = (0..config.replicas).map(|index| self.store.via(index)).collect();
         let push_of =
             |endpoint_id: &str| Some(AgentPush::new(links.clone(), self.streams.clone(), endpoint_id.to_string()));
@@ -253,52 +322,114 @@ impl<S: SimStore> World<S> {
             trace: self.trace.clone(),
             retry_server_errors: name == "producer",
             cancels: config.faults,
+            net: net.clone(),
+        };
+        let mut clients = JoinSet::new();
+        let mut client = |name: String, run: std::pin::Pin<Box<dyn Future<Output = ClientResult> + Send>>| {
+            clients.spawn(async move { (name, run.await) });
         };
         let fleet_ids = FleetIds::default();
         for index in 0..config.agents {
             let (slug, key) = principals.agents[index % principals.agents.len()].clone();
             let push = push_of(&principals.agent_ids[index % principals.agent_ids.len()]);
             let seed = config.seed.wrapping_mul(31).wrapping_add(index as u64 + 1);
-            sim.client(format!("a{index}"), agent(caller(&format!("a{index}")), (slug, key), seed, until, None, push));
+            let name = format!("a{index}");
+            client(name.clone(), Box::pin(agent(caller(&name), (slug, key), seed, until, None, push)));
         }
         let mirror = principals.mirror.clone();
         let push = push_of(&principals.mirror_id);
-        sim.client("m0", agent(caller("m0"), mirror, config.seed ^ 0xA5A5, until, Some(fleet_ids.clone()), push));
-        sim.client("owner", owner(caller("owner"), principals.clone(), config.seed ^ 0x5A5A, until));
+        let ids = Some(fleet_ids.clone());
+        client("m0".into(), Box::pin(agent(caller("m0"), mirror, config.seed ^ 0xA5A5, until, ids, push)));
+        client("owner".into(), Box::pin(owner(caller("owner"), principals.clone(), config.seed ^ 0x5A5A, until)));
         let producer = producer(caller("producer"), principals.clone(), config.seed ^ 0x0F0F, config.todos, fleet_ids);
-        sim.client("producer", producer);
+        client("producer".into(), Box::pin(producer));
+        (replicas, clients)
     }
 
-    /// Steps the simulation until the clients are done and the run has drained, injecting the
-    /// faults and feeding the judge as it goes.
-    fn drive(&self, sim: &mut turmoil::Sim<'_>, driver: &mut FaultDriver, judge: &mut check::LedgerCheck) -> Driven {
+    /// Runs the hosts until the clients are done and the run has drained, striking the faults
+    /// at their steps and feeding the judge as it goes. Simulated time only moves when every
+    /// task waits, straight to the next timer: the driver decides the steps ahead and sleeps
+    /// until the next one that does something, so a quiet step costs a few draws.
+    async fn drive(
+        &self,
+        config: &Config,
+        principals: &Principals,
+        driver: &mut FaultDriver,
+        judge: &mut check::LedgerCheck,
+    ) -> Driven {
+        sim_time::start();
+        let net = Net::new(config.seed);
+        let (mut replicas, clients) = self.start_hosts(config, principals, &net);
+        let deadline = Duration::from_secs(config.duration_s) + OVERTIME;
         let mut driven = Driven { steps: 0, first_violation_at: None, error: None };
-        // Set once the clients are done: the faults are healed and the run drains until then.
-        let mut drained_at: Option<Duration> = None;
+        let clients_done = every_client_done(clients);
+        tokio::pin!(clients_done);
+        // The next step the driver has not decided yet.
+        let mut next = 0;
         loop {
-            self.clock.set(self.base + Span::from_std(sim.elapsed()).unwrap_or_default() + driver.offset());
-            if drained_at.is_none() {
-                driver.step(sim, &self.store, &self.streams, driven.steps);
-            }
-            driven.steps += 1;
-            if driven.steps.is_multiple_of(CHECK_EVERY_STEPS) {
-                judge.feed(&self.store.ledger());
-                if driven.first_violation_at.is_none() && judge.has_violations() {
-                    driven.first_violation_at = Some(sim.elapsed());
+            let before = driver.clone();
+            let (step, actions) = loop {
+                let step = next;
+                next += 1;
+                let actions = driver.decide(step);
+                if !actions.is_empty() || (step + 1).is_multiple_of(CHECK_EVERY_STEPS) {
+                    break (step, actions);
+                }
+            };
+            tokio::select! {
+                biased;
+                finished = &mut clients_done => {
+                    // The decided step never came: the driver is as it was before it.
+                    *driver = before;
+                    driven.error = finished.err();
+                    break;
+                }
+                () = tokio::time::sleep_until(self.started() + step_at(step)) => {
+                    driver.apply(actions, &mut replicas, &self.store);
+                    if (step + 1).is_multiple_of(CHECK_EVERY_STEPS) {
+                        self.check(judge, &mut driven);
+                    }
+                    if sim_time::elapsed() > deadline {
+                        driven.error = Some(format!("the clients did not finish within {deadline:?}"));
+                        break;
+                    }
                 }
             }
-            match sim.step() {
-                Ok(true) if drained_at.is_none() => {
-                    driver.heal(sim, &self.store, &self.streams);
-                    drained_at = Some(sim.elapsed() + DRAIN);
+        }
+        if driven.error.is_none() {
+            // Every fault healed, the replicas keep sweeping until whatever was left settles.
+            driver.heal(&mut replicas, &self.store);
+            let drained_at = sim_time::elapsed() + DRAIN;
+            let mut step = (sim_time::elapsed().as_millis() / STEP.as_millis()) as u64;
+            loop {
+                step += 1;
+                if !(step + 1).is_multiple_of(CHECK_EVERY_STEPS) {
+                    continue;
                 }
-                Ok(true) if drained_at.is_some_and(|at| sim.elapsed() >= at) => return driven,
-                Ok(_) => {}
-                Err(error) => {
-                    driven.error = Some(format!("simulation error: {error}"));
-                    return driven;
+                if step_at(step) >= drained_at {
+                    break;
                 }
+                tokio::time::sleep_until(self.started() + step_at(step)).await;
+                self.check(judge, &mut driven);
             }
+            tokio::time::sleep_until(self.started() + drained_at).await;
+        }
+        driven.steps = (sim_time::elapsed().as_millis() / STEP.as_millis()) as u64;
+        self.time.follow();
+        sim_time::stop();
+        driven
+    }
+
+    /// When the run started, on the runtime's clock.
+    fn started(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() - sim_time::elapsed()
+    }
+
+    /// Feeds the judge what committed since the last check.
+    fn check(&self, judge: &mut check::LedgerCheck, driven: &mut Driven) {
+        judge.feed(&self.store.ledger());
+        if driven.first_violation_at.is_none() && judge.has_violations() {
+            driven.first_violation_at = Some(sim_time::elapsed());
         }
     }
 
@@ -331,6 +462,24 @@ impl<S: SimStore> World<S> {
         violations.extend(self.store.inner().final_check());
         finish(config, &self.store, driven.steps, faults, trace_lines, violations)
     }
+}
+
+/// Waits for every client; the first that failed is the run's error (a panic goes on up).
+async fn every_client_done(mut clients: JoinSet<(String, ClientResult)>) -> Result<(), String> {
+    let mut failure = None;
+    while let Some(joined) = clients.join_next().await {
+        match joined {
+            Ok((_, Ok(()))) => {}
+            Ok((name, Err(error))) => {
+                failure.get_or_insert(format!("client {name} failed: {error}"));
+            }
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(error) => {
+                failure.get_or_insert(format!("a client task ended: {error}"));
+            }
+        }
+    }
+    failure.map_or(Ok(()), Err)
 }
 
 /// Every queue identity the run created todos in or set a policy on.

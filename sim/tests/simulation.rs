@@ -1,4 +1,4 @@
-//! The deterministic simulation as a test: the production router on turmoil replicas, agents
+//! The deterministic simulation as a test: the production router on simulated replicas, agents
 //! over MCP, an owner, a webhook producer and every fault, judged by the invariants of design.md
 //! ("Invariants every test layer checks") after each seed.
 //!

@@ -1,6 +1,6 @@
 //! `ModelStore`: the `Store` in memory, behaving exactly like the production `PgStore`.
 //!
-//! Why it exists: it is the simulation's database host (turmoil runs the production router over
+//! Why it exists: it is the simulation's database host (the simulation runs the production router over
 //! it, deterministically, with no real I/O) and the executable specification of what each store
 //! transaction does. A differential test (`engine/tests/model_store_differential.rs`) drives it
 //! and `PgStore` with the same seeded operations and requires equal answers, so a reader can

@@ -1,0 +1,91 @@
+//! Simulated time: the one runtime a seed runs on, how far into the run it is, and the store's
+//! clock that follows it.
+//!
+//! Exists so a seed costs what happens in it, not how long it lasts. Every host of a run is a set
+//! of tasks on one current-thread tokio runtime whose clock is paused: when every task waits,
+//! tokio moves the clock straight to the next timer, so a quiet minute costs nothing. The
+//! scheduler's choices (`select!` among them) come from the seed (`rng_seed`, under the
+//! workspace's `--cfg tokio_unstable`), and nothing on the runtime waits on real I/O (the
+//! PostgreSQL bridge blocks), so one seed always runs the same way.
+
+use chrono::{DateTime, Duration as Span, Utc};
+use models::store::{Clock, ManualClock};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+thread_local! {
+    /// When the run on this thread started, on its runtime's clock (None: no run is going).
+    static STARTED: Cell<Option<tokio::time::Instant>> = const { Cell::new(None) };
+}
+
+/// The runtime one seed runs on: one thread, the clock paused (it jumps to the next timer when
+/// every task waits), the scheduler seeded.
+pub(crate) fn runtime(seed: u64) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()))
+        .build()
+        .unwrap_or_else(|error| panic!("cannot build the simulation's runtime: {error}"))
+}
+
+/// Marks the start of a run on this thread; call on the run's runtime.
+pub(crate) fn start() {
+    STARTED.with(|started| started.set(Some(tokio::time::Instant::now())));
+}
+
+/// Marks the end of the run on this thread: `elapsed` is zero again.
+pub(crate) fn stop() {
+    STARTED.with(|started| started.set(None));
+}
+
+/// Simulated time since the run on this thread started (zero outside a run).
+pub fn elapsed() -> Duration {
+    STARTED.with(|started| started.get().map(|at| tokio::time::Instant::now() - at)).unwrap_or_default()
+}
+
+/// True while a run is going on this thread.
+fn running() -> bool {
+    STARTED.with(|started| started.get().is_some())
+}
+
+/// The clock the store and the judges read: where the run started (`base`), plus simulated time,
+/// plus the clock jumps so far. It writes each reading to the `ManualClock` the store was built
+/// with, so a store on another thread (the PostgreSQL bridge) reads the same instant. Outside a
+/// run it keeps the last reading. Cheap to clone; clones share the jumps.
+#[derive(Clone)]
+pub struct SimClock {
+    clock: ManualClock,
+    base: DateTime<Utc>,
+    jumped_ms: Arc<AtomicI64>,
+}
+
+impl SimClock {
+    pub fn new(clock: ManualClock, base: DateTime<Utc>) -> SimClock {
+        clock.set(base);
+        SimClock { clock, base, jumped_ms: Arc::new(AtomicI64::new(0)) }
+    }
+
+    /// The clock jumps forward by `span` (a fault: the database's clock is not simulated time).
+    pub fn jump(&self, span: Span) {
+        self.jumped_ms.fetch_add(span.num_milliseconds(), Ordering::SeqCst);
+    }
+
+    /// Sets the store's clock to now and returns it.
+    pub fn follow(&self) -> DateTime<Utc> {
+        if running() {
+            let since_start = Span::from_std(elapsed()).unwrap_or_default();
+            let jumped = Span::milliseconds(self.jumped_ms.load(Ordering::SeqCst));
+            self.clock.set(self.base + since_start + jumped);
+        }
+        self.clock.now()
+    }
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.follow()
+    }
+}
