@@ -224,7 +224,7 @@ impl FaultDriver {
 
     /// Damages `identity`'s stored policy row (an unknown zone), if its policy has a window.
     fn damage<S: SimStore>(&mut self, store: &Faulty<S>, identity: QueueIdentity) {
-        if current_policy_has_window(&store.ledger(), &identity) {
+        if store.with_ledger(|ledger| current_policy_has_window(ledger, &identity)) {
             store.inner().corrupt_policy_zone(&identity);
             store.record(Event::PolicyCorrupted { identity });
             self.counts.corruptions += 1;

@@ -427,7 +427,7 @@ impl<S: SimStore> World<S> {
 
     /// Feeds the judge what committed since the last check.
     fn check(&self, judge: &mut check::LedgerCheck, driven: &mut Driven) {
-        judge.feed(&self.store.ledger());
+        self.store.with_ledger(|ledger| judge.feed(ledger));
         if driven.first_violation_at.is_none() && judge.has_violations() {
             driven.first_violation_at = Some(sim_time::elapsed());
         }
