@@ -1,6 +1,7 @@
 //! `cargo run -p sim --release -- run|mutants`: the simulation from the command line.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use std::ops::ControlFlow;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,10 @@ enum Command {
         /// Run with one seeded bug switched on (see `mutants`), e.g. to replay how it was caught.
         #[arg(long)]
         mutant: Option<String>,
+        /// Seeds run at once, each on its own thread [default: one per CPU on the model store,
+        /// 1 on PostgreSQL]. The output is the same whatever the number.
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// Runs the harness against every seeded bug; exits non-zero if any is missed.
     Mutants {
@@ -62,10 +67,15 @@ enum Command {
     },
 }
 
+/// One job per CPU this process may use.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |cpus| cpus.get())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { seeds, seed, faults, store, trace, mutant } => {
+        Command::Run { seeds, seed, faults, store, trace, mutant, jobs } => {
             let replay_mutant = mutant.as_ref().map(|name| format!(" --mutant {name}")).unwrap_or_default();
             let replay_features = if mutant.is_some() { " --features mutants" } else { "" };
             let replay_faults = if faults == FaultsArg::None { " --faults none" } else { "" };
@@ -87,22 +97,30 @@ fn main() -> ExitCode {
             let started = Instant::now();
             let mut reported = started;
             let faults = faults == FaultsArg::All;
+            // Seeds share nothing but the cluster of a PostgreSQL store, so model seeds run on
+            // every core unless told otherwise.
+            let jobs = jobs.unwrap_or(if store == StoreArg::Model { default_jobs() } else { 1 });
             let mut totals = sim::runner::Totals::default();
-            for seed in seed..seed + seeds {
+            let mut failed = false;
+            let run = |seed: u64| {
                 let config = sim::world::Config::quick(seed, faults);
-                let outcome = match store {
-                    StoreArg::Model => sim::runner::on_model(config),
-                    StoreArg::Postgres => sim::runner::on_postgres(config),
-                    StoreArg::Differential => match sim::runner::differential(config) {
-                        Ok(outcome) => outcome,
-                        Err(diff) => {
-                            eprintln!("{diff}");
-                            eprintln!(
-                                "replay: cargo run -p sim --release{replay_features} -- run --seeds 1 --seed {seed} --store differential{replay_faults}{replay_mutant}"
-                            );
-                            return ExitCode::FAILURE;
-                        }
-                    },
+                match store {
+                    StoreArg::Model => Ok(sim::runner::on_model(config)),
+                    StoreArg::Postgres => Ok(sim::runner::on_postgres(config)),
+                    StoreArg::Differential => sim::runner::differential(config),
+                }
+            };
+            sim::runner::in_seed_order(seed..seed + seeds, jobs, run, |seed, outcome| {
+                let outcome = match outcome {
+                    Ok(outcome) => outcome,
+                    Err(diff) => {
+                        eprintln!("{diff}");
+                        eprintln!(
+                            "replay: cargo run -p sim --release{replay_features} -- run --seeds 1 --seed {seed} --store differential{replay_faults}{replay_mutant}"
+                        );
+                        failed = true;
+                        return ControlFlow::Break(());
+                    }
                 };
                 if trace {
                     for line in &outcome.trace {
@@ -129,9 +147,13 @@ fn main() -> ExitCode {
                         }
                     );
                 }
+                ControlFlow::Continue(())
+            });
+            if failed {
+                return ExitCode::FAILURE;
             }
             let elapsed = started.elapsed().as_secs_f64();
-            println!("{}", totals.summary(elapsed));
+            println!("{} | {jobs} job(s)", totals.summary(elapsed));
             if totals.violations > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
         }
         #[cfg(feature = "mutants")]

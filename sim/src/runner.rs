@@ -5,6 +5,10 @@ use crate::config::{Config, epoch_for};
 use crate::fault_driver::FaultPlan;
 use crate::world::{self, Outcome};
 use models::store::ManualClock;
+use std::collections::BTreeMap;
+use std::ops::{ControlFlow, Range};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 
 /// Sums over many seeds, for the CLI's summary line.
 #[derive(Debug, Clone, Default)]
@@ -27,8 +31,9 @@ impl Totals {
         self.last_hash.clone_from(&outcome.trace_hash);
     }
 
-    /// One line for a run so far or at its end. A run is one thread, so on an idle machine its claims per
-    /// second of wall time are its simulated claims per CPU-second (issue #15's measure).
+    /// One line for a run so far or at its end. Rates are per second of wall time: with one job
+    /// on an idle machine, its claims per second are simulated claims per CPU-second (issue
+    /// #15's measure).
     pub fn summary(&self, elapsed_s: f64) -> String {
         format!(
             "seeds run: {} | operations: {} | claims: {} | faults injected: {} | invariant violations: {} | \
@@ -99,4 +104,45 @@ pub fn same_trace(model: &Outcome, postgres: &Outcome) -> Result<(), String> {
         model.trace.get(line).map_or("<end>".to_string(), ToString::to_string),
         postgres.trace.get(line).map_or("<end>".to_string(), ToString::to_string),
     ))
+}
+
+/// Runs `run` for every seed of `seeds` on `jobs` threads and hands each result to `each` in seed
+/// order, so what a run prints does not depend on how many threads ran it (every seed has its
+/// own runtime and world; one seed always runs the same way). `each` may stop the run early;
+/// seeds already started still finish, and are not handed over.
+pub fn in_seed_order<R: Send>(
+    seeds: Range<u64>,
+    jobs: usize,
+    run: impl Fn(u64) -> R + Sync,
+    mut each: impl FnMut(u64, R) -> ControlFlow<()>,
+) {
+    let next = AtomicU64::new(seeds.start);
+    let stop = AtomicBool::new(false);
+    let (done, results) = mpsc::channel::<(u64, R)>();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            let (done, next, stop, run) = (done.clone(), &next, &stop, &run);
+            scope.spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let seed = next.fetch_add(1, Ordering::SeqCst);
+                    if seed >= seeds.end || done.send((seed, run(seed))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done);
+        let mut waiting = BTreeMap::new();
+        let mut due = seeds.start;
+        for (seed, result) in results.iter() {
+            waiting.insert(seed, result);
+            while let Some(result) = waiting.remove(&due) {
+                if each(due, result).is_break() {
+                    stop.store(true, Ordering::SeqCst);
+                    return;
+                }
+                due += 1;
+            }
+        }
+    });
 }
