@@ -298,3 +298,90 @@ impl Net {
         Ok(Reply::Http(status, value))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use serde_json::json;
+
+    const PATIENT: Duration = Duration::from_secs(3);
+
+    fn get_root() -> Request<'static> {
+        Request { method: "GET", path: "/", bearer: None, headers: &[], body: None }
+    }
+
+    /// One replica `r0` answering `{"ok": true}` at once on `/` and after a second on `/slow`, on
+    /// the simulation's runtime.
+    fn with_replica(test: impl AsyncFnOnce(Net, HostTasks)) {
+        crate::sim_time::runtime(7).block_on(async {
+            crate::sim_time::start();
+            let net = Net::new(7);
+            let tasks = HostTasks::default();
+            let ok = || async { axum::Json(json!({"ok": true})) };
+            let slow = move || async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                ok().await
+            };
+            let router = Router::new().route("/", get(ok)).route("/slow", get(slow));
+            tasks.spawn(serve(net.clone(), "r0".into(), router, tasks.clone()));
+            tokio::task::yield_now().await;
+            test(net, tasks).await;
+            crate::sim_time::stop();
+        });
+    }
+
+    #[test]
+    fn a_request_is_answered_after_seeded_latencies() {
+        with_replica(async |net, _| {
+            let sent = tokio::time::Instant::now();
+            assert_eq!(net.send("a0", "r0", get_root(), PATIENT).await, Reply::Http(200, json!({"ok": true})));
+            // At least the connection set-up, the request and the reply, each 1 to 25 ms.
+            let took = sent.elapsed();
+            assert!(took >= Duration::from_millis(3 * LATENCY_MS_MIN), "{took:?}");
+            assert!(took < Duration::from_secs(1), "{took:?}");
+        });
+    }
+
+    #[test]
+    fn a_partition_is_silence_until_repaired() {
+        with_replica(async |net, _| {
+            net.partition("a0", "r0");
+            assert_eq!(net.send("a0", "r0", get_root(), PATIENT).await, Reply::Network("timed out".into()));
+            // Another client still gets through.
+            assert!(matches!(net.send("a1", "r0", get_root(), PATIENT).await, Reply::Http(200, _)));
+            net.repair("a0", "r0");
+            assert!(matches!(net.send("a0", "r0", get_root(), PATIENT).await, Reply::Http(200, _)));
+        });
+    }
+
+    #[test]
+    fn a_crashed_replica_refuses_connections_and_its_tasks_stop() {
+        with_replica(async |net, tasks| {
+            let (ran, heard) = std::sync::mpsc::channel();
+            tasks.spawn(async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let _ = ran.send(());
+            });
+            tasks.abort();
+            net.crash("r0");
+            let reply = net.send("a0", "r0", get_root(), PATIENT).await;
+            assert_eq!(reply, Reply::Network("connection refused".into()));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            assert!(heard.try_recv().is_err(), "a task of the crashed replica ran on");
+        });
+    }
+
+    #[test]
+    fn a_partition_silences_a_connection_already_open() {
+        with_replica(async |net, _| {
+            let cut = net.clone();
+            let slow = Request { path: "/slow", ..get_root() };
+            let request = tokio::spawn(async move { net.send("a0", "r0", slow, PATIENT).await });
+            // Connected and the request delivered (two latencies at most), the reply not yet sent.
+            tokio::time::sleep(Duration::from_millis(2 * LATENCY_MS_MAX + 1)).await;
+            cut.partition("a0", "r0");
+            assert_eq!(request.await.ok(), Some(Reply::Network("timed out".into())));
+        });
+    }
+}
