@@ -146,3 +146,38 @@ pub fn in_seed_order<R: Send>(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_run_on_several_threads_are_handed_over_in_seed_order() {
+        let mut seen = vec![];
+        // Later seeds finish first, so the threads report out of order.
+        let run = |seed: u64| {
+            std::thread::sleep(std::time::Duration::from_millis(30 - 2 * (seed - 10)));
+            seed * 2
+        };
+        in_seed_order(10..20, 3, run, |seed, doubled| {
+            seen.push((seed, doubled));
+            ControlFlow::Continue(())
+        });
+        assert_eq!(seen, (10..20).map(|seed| (seed, seed * 2)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_break_stops_the_hand_over() {
+        let mut seen = vec![];
+        in_seed_order(
+            0..1_000,
+            2,
+            |seed| seed,
+            |seed, _| {
+                seen.push(seed);
+                if seed == 4 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            },
+        );
+        assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+    }
+}
