@@ -27,6 +27,9 @@ pub(crate) fn runtime(seed: u64) -> tokio::runtime::Runtime {
         .enable_time()
         .start_paused(true)
         .rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()))
+        // A panic on any task (a handler of the production router above all) ends the run and
+        // fails the seed, where a runtime would log it and carry on.
+        .unhandled_panic(tokio::runtime::UnhandledPanic::ShutdownRuntime)
         .build()
         .unwrap_or_else(|error| panic!("cannot build the simulation's runtime: {error}"))
 }
@@ -87,5 +90,50 @@ impl SimClock {
 impl Clock for SimClock {
     fn now(&self) -> DateTime<Utc> {
         self.follow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_jumps_over_idle_time() {
+        let ran = runtime(1).block_on(async {
+            start();
+            let wall = std::time::Instant::now();
+            tokio::time::sleep(Duration::from_secs(3_600)).await;
+            let simulated = elapsed();
+            stop();
+            (simulated, wall.elapsed())
+        });
+        assert_eq!(ran.0, Duration::from_secs(3_600));
+        assert!(ran.1 < Duration::from_secs(60), "an idle hour took {:?} of real time", ran.1);
+    }
+
+    #[test]
+    #[should_panic(expected = "unhandled panic")]
+    fn a_panic_on_any_task_fails_the_run() {
+        runtime(1).block_on(async {
+            tokio::spawn(async { panic!("a handler panicked") });
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        });
+    }
+
+    #[test]
+    fn the_store_clock_follows_simulated_time_and_jumps() {
+        let base: DateTime<Utc> = "2026-11-01T08:50:00Z".parse().expect("instant");
+        let clock = SimClock::new(ManualClock::at(base), base);
+        let read = runtime(1).block_on(async {
+            start();
+            tokio::time::sleep(Duration::from_secs(90)).await;
+            clock.jump(Span::hours(1));
+            let read = clock.now();
+            stop();
+            read
+        });
+        assert_eq!(read, base + Span::seconds(90) + Span::hours(1));
+        // Outside the run it keeps its last reading.
+        assert_eq!(clock.now(), read);
     }
 }

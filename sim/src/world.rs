@@ -217,7 +217,17 @@ pub fn run_planned<S: SimStore>(store: S, clock: ManualClock, config: Config, pl
     // The invariants, checked while the run goes (every `CHECK_EVERY_STEPS`) and at the end.
     let mut judge = check::LedgerCheck::new(principals.tenancy.clone());
     let runtime = sim_time::runtime(config.seed);
-    let driven = runtime.block_on(world.drive(&config, &principals, &mut driver, &mut judge));
+    let driving =
+        std::panic::AssertUnwindSafe(|| runtime.block_on(world.drive(&config, &principals, &mut driver, &mut judge)));
+    // A task that panicked stopped the runtime (`sim_time::runtime`): the seed failed, and says
+    // so like any other failure, with the command that replays it.
+    let driven = std::panic::catch_unwind(driving).unwrap_or_else(|panic| {
+        sim_time::stop();
+        let what =
+            panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+        let error = format!("a task panicked (its message is above): {}", what.unwrap_or_default());
+        Driven { steps: 0, first_violation_at: None, error: Some(error) }
+    });
     // Whatever is still running (silenced connections, the replicas) ends with the runtime.
     drop(runtime);
     world.judge(config, driver, judge, driven)
