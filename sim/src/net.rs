@@ -1,15 +1,18 @@
 //! HTTP over the simulation's own network: the production router served by hyper on in-memory
 //! connections, and the small HTTP/1 client the simulated agents, owner and producer speak
-//! through. Every byte crosses a `Pipe`, so latency, partitions and crashes apply to it.
+//! through. Every byte and every end of stream crosses a `Pipe`, so latency, partitions and
+//! crashes apply to them.
 //!
 //! Exists because axum and hyper run on real sockets by default; in the simulation every request
 //! must take seeded simulated time and be lost the way a network loses it.
 //!
-//! The network's rules: opening a connection takes one latency; every write arrives after its own
-//! latency (1 to 25 ms, drawn from the seed in the order the writes happen); a replica that is
-//! down refuses connections. A partition between two hosts is silence: connections between them
-//! stop carrying bytes for good (a write is swallowed, a read waits), and a new connection across
-//! it is never answered, so the client's timeout is what ends the request. A crashed replica's
+//! The network's rules: opening a connection takes one latency; every write is on its way at
+//! once (the sender never waits, and cannot take it back) and arrives after its own latency, 1 to
+//! 25 ms drawn from the seed in the order the writes happen, never before the write sent ahead of
+//! it; so does the end of a stream when an end closes. A replica that is down refuses
+//! connections. A partition between two hosts is silence: connections between them stop
+//! carrying bytes for good (a write is dropped, a read waits), and a new connection across it is
+//! never answered, so the client's timeout is what ends the request. A crashed replica's
 //! connections go silent the same way; the requests it was serving stop where they were.
 
 use crate::rng::Rng;
@@ -18,23 +21,22 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 /// Latency of one connection set-up or one write, in simulated milliseconds.
 const LATENCY_MS_MIN: u64 = 1;
 const LATENCY_MS_MAX: u64 = 25;
-/// Bytes a connection buffers each way (far more than any request or reply here).
-const PIPE_BUFFER_BYTES: usize = 256 * 1024;
 
 /// The network of one run. Cheap to clone; clones share it.
 #[derive(Clone)]
@@ -50,10 +52,44 @@ struct Wires {
     open: Vec<(String, String, Weak<Line>)>,
 }
 
-/// What both ends of one connection share: whether it still carries bytes.
+/// What both ends of one connection share: whether it still carries bytes, and what is on its
+/// way in each direction (0: towards the end that connected, 1: towards the one that accepted).
 #[derive(Default)]
 struct Line {
     dead: AtomicBool,
+    ways: Mutex<[Way; 2]>,
+}
+
+/// One direction of a line: chunks in the order sent, each with the instant it arrives.
+#[derive(Default)]
+struct Way {
+    in_flight: VecDeque<(Instant, Chunk)>,
+    /// The reader waiting for the next chunk.
+    reader: Option<Waker>,
+    closed: bool,
+}
+
+enum Chunk {
+    Bytes(Bytes),
+    End,
+}
+
+impl Line {
+    fn ways(&self) -> MutexGuard<'_, [Way; 2]> {
+        self.ways.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Sends `chunk` towards end `to`: it arrives after `latency`, and not before what was sent
+    /// ahead of it.
+    fn send(&self, to: usize, chunk: Chunk, latency: Duration) {
+        let mut ways = self.ways();
+        let way = &mut ways[to];
+        let after = way.in_flight.back().map_or_else(Instant::now, |(at, _)| *at);
+        way.in_flight.push_back(((Instant::now() + latency).max(after), chunk));
+        if let Some(reader) = way.reader.take() {
+            reader.wake();
+        }
+    }
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -119,14 +155,14 @@ impl Net {
         };
         let listener = listener?;
         let line = Arc::new(Line::default());
-        let (near, far) = tokio::io::duplex(PIPE_BUFFER_BYTES);
         {
             let mut wires = self.lock();
             wires.open.retain(|(_, _, line)| line.strong_count() > 0);
             wires.open.push((from.to_string(), to.to_string(), Arc::downgrade(&line)));
         }
-        listener.send(Pipe::new(far, line.clone(), self.clone())).ok()?;
-        Some(Pipe::new(near, line, self.clone()))
+        let pipe = |end| Pipe { line: line.clone(), end, net: self.clone(), arriving: None };
+        listener.send(pipe(1)).ok()?;
+        Some(pipe(0))
     }
 }
 
@@ -142,67 +178,98 @@ impl Wires {
     }
 }
 
-/// One end of a connection: a byte stream whose writes take simulated time.
+/// One end of a connection: a byte stream whose bytes take simulated time to arrive.
 pub struct Pipe {
-    io: DuplexStream,
     line: Arc<Line>,
+    /// Which end this is: it reads `line.ways[end]` and writes the other way.
+    end: usize,
     net: Net,
-    /// The latency the write in progress is waiting out.
-    in_transit: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The arrival of the next chunk, while it is still on its way.
+    arriving: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Pipe {
-    fn new(io: DuplexStream, line: Arc<Line>, net: Net) -> Pipe {
-        Pipe { io, line, net, in_transit: None }
-    }
-
     fn dead(&self) -> bool {
         self.line.dead.load(Ordering::SeqCst)
+    }
+
+    /// Sends the end of the stream the other way, once.
+    fn close(&self) {
+        let to = 1 - self.end;
+        if !std::mem::replace(&mut self.line.ways()[to].closed, true) && !self.dead() {
+            self.line.send(to, Chunk::End, self.net.latency());
+        }
     }
 }
 
 impl AsyncRead for Pipe {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if self.dead() {
-            // Silence: nothing more arrives, and nothing says so.
-            return Poll::Pending;
+        loop {
+            if self.dead() {
+                // Silence: nothing more arrives, and nothing says so.
+                return Poll::Pending;
+            }
+            if let Some(arriving) = self.arriving.as_mut() {
+                ready!(arriving.as_mut().poll(cx));
+                self.arriving = None;
+            }
+            let line = self.line.clone();
+            let mut ways = line.ways();
+            let way = &mut ways[self.end];
+            let Some((at, chunk)) = way.in_flight.front_mut() else {
+                way.reader = Some(cx.waker().clone());
+                return Poll::Pending;
+            };
+            if *at > Instant::now() {
+                let at = *at;
+                drop(ways);
+                self.arriving = Some(Box::pin(tokio::time::sleep_until(at)));
+                continue;
+            }
+            return match chunk {
+                Chunk::End => Poll::Ready(Ok(())),
+                Chunk::Bytes(bytes) => {
+                    let taken = bytes.len().min(buf.remaining());
+                    buf.put_slice(&bytes.split_to(taken));
+                    if bytes.is_empty() {
+                        way.in_flight.pop_front();
+                    }
+                    Poll::Ready(Ok(()))
+                }
+            };
         }
-        Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for Pipe {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        if self.in_transit.is_none() {
-            let latency = self.net.latency();
-            self.in_transit = Some(Box::pin(tokio::time::sleep(latency)));
+    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        // On a dead line the bytes are lost on the way; the sender cannot tell.
+        if !self.dead() && !buf.is_empty() {
+            self.line.send(1 - self.end, Chunk::Bytes(Bytes::copy_from_slice(buf)), self.net.latency());
         }
-        if let Some(transit) = self.in_transit.as_mut() {
-            ready!(transit.as_mut().poll(cx));
-        }
-        if self.dead() {
-            self.in_transit = None;
-            return Poll::Ready(Ok(buf.len()));
-        }
-        let written = ready!(Pin::new(&mut self.io).poll_write(cx, buf));
-        self.in_transit = None;
-        Poll::Ready(written)
+        Poll::Ready(Ok(buf.len()))
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.dead() {
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.io).poll_shutdown(cx)
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.close();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
 /// Every task one life of a replica runs: its server, its connections, its sweeps and its hook
-/// calls. A crash aborts them all, as a process's death ends its threads. Cheap to clone.
+/// calls. A crash aborts them all, as a process's death ends its threads. A task the router
+/// spawns by itself (the detach of an MCP event stream when it drops) is not among them; the
+/// simulation opens no such stream. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct HostTasks(Arc<Mutex<JoinSet<()>>>);
 
@@ -231,8 +298,13 @@ pub async fn serve(net: Net, host: String, router: Router, tasks: HostTasks) {
     while let Some(pipe) = incoming.recv().await {
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         tasks.spawn(async move {
-            // A connection ends in an error when its client goes away; the server carries on.
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(pipe), service).await;
+            // As the production server builds it, with a timer: its header-read timeout ends a
+            // connection silenced by a partition. A connection ends in an error when its client
+            // goes away; the server carries on.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .serve_connection(TokioIo::new(pipe), service)
+                .await;
         });
     }
 }
