@@ -109,42 +109,66 @@ pub fn same_trace(model: &Outcome, postgres: &Outcome) -> Result<(), String> {
 /// Runs `run` for every seed of `seeds` on `jobs` threads and hands each result to `each` in seed
 /// order, so what a run prints does not depend on how many threads ran it (every seed has its
 /// own runtime and world; one seed always runs the same way). `each` may stop the run early;
-/// seeds already started still finish, and are not handed over.
+/// seeds already started still finish, and are not handed over. A panic (in `run` for some seed,
+/// or in `each`) stops the threads from starting more seeds and goes on up once that seed's turn
+/// comes. Threads run at most `2 * jobs` seeds ahead of the one handed over next.
 pub fn in_seed_order<R: Send>(
     seeds: Range<u64>,
     jobs: usize,
     run: impl Fn(u64) -> R + Sync,
     mut each: impl FnMut(u64, R) -> ControlFlow<()>,
 ) {
+    let jobs = jobs.max(1) as u64;
     let next = AtomicU64::new(seeds.start);
+    let due = AtomicU64::new(seeds.start);
     let stop = AtomicBool::new(false);
-    let (done, results) = mpsc::channel::<(u64, R)>();
+    let (done, results) = mpsc::channel::<(u64, std::thread::Result<R>)>();
     std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            let (done, next, stop, run) = (done.clone(), &next, &stop, &run);
+        for _ in 0..jobs {
+            let (done, next, due, stop, run) = (done.clone(), &next, &due, &stop, &run);
             scope.spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     let seed = next.fetch_add(1, Ordering::SeqCst);
-                    if seed >= seeds.end || done.send((seed, run(seed))).is_err() {
+                    if seed >= seeds.end {
+                        break;
+                    }
+                    while seed >= due.load(Ordering::SeqCst) + 2 * jobs && !stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(seed)));
+                    if done.send((seed, result)).is_err() {
                         break;
                     }
                 }
             });
         }
         drop(done);
+        // Whichever way this ends (a break, a panic here or a seed's panic re-raised), the
+        // threads start no more seeds and their results have nowhere to go.
+        let _stop = StopOnDrop(&stop);
+        let results = results;
         let mut waiting = BTreeMap::new();
-        let mut due = seeds.start;
         for (seed, result) in results.iter() {
             waiting.insert(seed, result);
-            while let Some(result) = waiting.remove(&due) {
-                if each(due, result).is_break() {
-                    stop.store(true, Ordering::SeqCst);
+            while let Some(result) = waiting.remove(&due.load(Ordering::SeqCst)) {
+                let seed = due.load(Ordering::SeqCst);
+                let result = result.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                if each(seed, result).is_break() {
                     return;
                 }
-                due += 1;
+                due.fetch_add(1, Ordering::SeqCst);
             }
         }
     });
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +188,27 @@ mod tests {
             ControlFlow::Continue(())
         });
         assert_eq!(seen, (10..20).map(|seed| (seed, seed * 2)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_seed_that_panics_stops_the_run_at_its_turn() {
+        let started = AtomicU64::new(0);
+        let mut seen = vec![];
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let run = |seed: u64| {
+                started.fetch_add(1, Ordering::SeqCst);
+                assert_ne!(seed, 3, "seed 3 fails");
+                seed
+            };
+            in_seed_order(0..10_000, 2, run, |seed, _| {
+                seen.push(seed);
+                ControlFlow::Continue(())
+            });
+        }));
+        assert!(outcome.is_err(), "the panic of seed 3 went nowhere");
+        assert_eq!(seen, vec![0, 1, 2]);
+        // Only the few seeds ahead of the failing one were started, not the whole range.
+        assert!(started.load(Ordering::SeqCst) <= 3 + 2 * 2 + 2, "{} seeds started", started.load(Ordering::SeqCst));
     }
 
     #[test]
