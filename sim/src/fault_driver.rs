@@ -125,8 +125,9 @@ impl FaultCounts {
     }
 }
 
-/// The fault plan of one run and what it has done so far. Clone: the world decides ahead on a
-/// copy and goes back to it if the clients finish first.
+/// The fault plan of one run and what it has done so far. Clone: the world copies it before it
+/// decides steps ahead, and goes back to the copy if the clients finish before the decided step
+/// comes.
 #[derive(Clone)]
 pub struct FaultDriver {
     rng: Rng,

@@ -15,8 +15,8 @@
 //! The world is our own, not a simulation framework's: every host is tasks on one current-thread
 //! runtime whose paused clock jumps to the next timer when all of them wait (`sim_time`), over an
 //! in-memory network (`net`). A replica's crash aborts its tasks; the fault driver decides its
-//! 10 ms steps ahead and wakes only for the steps that do something, so a seed costs its events,
-//! not its length.
+//! 10 ms steps ahead and wakes only for the steps that do something (and every 500th, for the
+//! judge), so a seed costs its events, not its length.
 //!
 //! Determinism: every choice comes from the seed (`Rng` for the network's latencies, the
 //! workload and the faults; the runtime's scheduler seeded too, under the workspace's
@@ -474,7 +474,8 @@ impl<S: SimStore> World<S> {
     }
 }
 
-/// Waits for every client; the first that failed is the run's error (a panic goes on up).
+/// Waits for every client; the first that failed is the run's error. (A client that panics
+/// stops the runtime before this hears of it: `sim_time::runtime`.)
 async fn every_client_done(mut clients: JoinSet<(String, ClientResult)>) -> Result<(), String> {
     let mut failure = None;
     while let Some(joined) = clients.join_next().await {
@@ -483,7 +484,6 @@ async fn every_client_done(mut clients: JoinSet<(String, ClientResult)>) -> Resu
             Ok((name, Err(error))) => {
                 failure.get_or_insert(format!("client {name} failed: {error}"));
             }
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
             Err(error) => {
                 failure.get_or_insert(format!("a client task ended: {error}"));
             }
