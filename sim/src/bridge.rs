@@ -8,6 +8,7 @@
 //! the differential run. Each call is one whole transaction, so no lock is ever held across a
 //! simulated `.await`. It serialises database access, so real lock races are the stress run's job.
 
+use crate::sim_time::SimClock;
 use engine::{PgStore, PoolSettings};
 use models::admission::Policy;
 use models::capacity::Capacity;
@@ -35,12 +36,16 @@ pub struct BridgeStore {
     jobs: mpsc::Sender<Job>,
     /// A handle on the same store (the pool is shared), for its counters.
     pg: PgStore,
+    /// The store's clock, brought to simulated time before each call leaves for the bridge
+    /// thread (which cannot read simulated time itself).
+    clock: SimClock,
 }
 
 impl BridgeStore {
     /// Starts the bridge thread: it owns a runtime and a `PgStore` on database `url` (already
     /// migrated) whose clock is `clock`.
-    pub fn start(url: &str, clock: Arc<dyn Clock>) -> BridgeStore {
+    pub fn start(url: &str, clock: SimClock) -> BridgeStore {
+        let store_clock: Arc<dyn Clock> = Arc::new(clock.clone());
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready, store) = mpsc::sync_channel::<std::result::Result<PgStore, String>>(1);
         let url = url.to_string();
@@ -59,7 +64,7 @@ impl BridgeStore {
                     acquire_timeout: std::time::Duration::from_secs(30),
                     ..PoolSettings::default()
                 };
-                let connected = runtime.block_on(PgStore::connect(&url, settings, clock));
+                let connected = runtime.block_on(PgStore::connect(&url, settings, store_clock));
                 let owned = match connected {
                     Ok(store) => store,
                     Err(error) => {
@@ -75,7 +80,7 @@ impl BridgeStore {
             })
             .unwrap_or_else(|error| panic!("cannot start the bridge thread: {error}"));
         match store.recv() {
-            Ok(Ok(pg)) => BridgeStore { jobs, pg },
+            Ok(Ok(pg)) => BridgeStore { jobs, pg, clock },
             Ok(Err(problem)) => panic!("{problem}"),
             Err(_) => panic!("the bridge thread died while starting"),
         }
@@ -88,6 +93,7 @@ impl BridgeStore {
         F: FnOnce(PgStore) -> Fut + Send + 'static,
         Fut: Future<Output = R> + Send + 'static,
     {
+        self.clock.follow();
         let (reply, answer) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |runtime, store| {
             let _ = reply.send(runtime.block_on(work(store.clone())));

@@ -179,8 +179,6 @@ impl<S: Store> Faulty<S> {
             self.lock().injected.errors += 1;
             return Err(Error::unavailable("the database is unavailable (injected)"));
         }
-        // The store reads its clock now: bring it to simulated time.
-        self.clock.follow();
         let answer = call.await;
         if let Ok(value) = &answer {
             note(value, &mut self.lock().ledger);
@@ -228,20 +226,16 @@ impl<S: Store> Faulty<S> {
     }
 }
 
-/// Every call brings the store's clock to simulated time first (`SimClock::follow`), whether it
-/// goes through the fault plan (`guarded`) or straight to the store.
 impl<S: Store> Store for Faulty<S> {
     fn counters(&self) -> &Counters {
         self.inner.counters()
     }
 
     async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
-        self.clock.follow();
         self.inner.all_admissions_unscoped().await
     }
 
     async fn ping(&self) -> Result<()> {
-        self.clock.follow();
         self.inner.ping().await
     }
 
@@ -254,17 +248,14 @@ impl<S: Store> Store for Faulty<S> {
     }
 
     async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
-        self.clock.follow();
         self.inner.resolve_scope(reach, scope).await
     }
 
     async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
-        self.clock.follow();
         self.inner.vend_endpoint(endpoint).await
     }
 
     async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
-        self.clock.follow();
         self.inner.list_endpoints(human).await
     }
 
@@ -275,32 +266,26 @@ impl<S: Store> Store for Faulty<S> {
         token_hash: &str,
         expires_in_seconds: Option<i64>,
     ) -> Result<()> {
-        self.clock.follow();
         self.inner.mint_token(human_id, label, token_hash, expires_in_seconds).await
     }
 
     async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
-        self.clock.follow();
         self.inner.list_tokens(human_id).await
     }
 
     async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
-        self.clock.follow();
         self.inner.revoke_token(human_id, token_id).await
     }
 
     async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
-        self.clock.follow();
         self.inner.revoke_endpoint(endpoint_id).await
     }
 
     async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
-        self.clock.follow();
         self.inner.rotate_endpoint(endpoint_id, token_hash).await
     }
 
     async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
-        self.clock.follow();
         self.inner.list_teams(human).await
     }
 
@@ -311,22 +296,18 @@ impl<S: Store> Store for Faulty<S> {
         secret: &str,
         targets: &[QueueIdentity],
     ) -> Result<String> {
-        self.clock.follow();
         self.inner.create_webhook(owner_human_id, name, secret, targets).await
     }
 
     async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
-        self.clock.follow();
         self.inner.list_webhooks(owner_human_id).await
     }
 
     async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
-        self.clock.follow();
         self.inner.delete_webhook(owner_human_id, webhook_id).await
     }
 
     async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
-        self.clock.follow();
         self.inner.rotate_webhook_secret(owner_human_id, webhook_id, secret).await
     }
 
@@ -457,27 +438,22 @@ impl<S: Store> Store for Faulty<S> {
     }
 
     async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
-        self.clock.follow();
         self.inner.policy_audit(identity, limit).await
     }
 
     async fn queue_capacity(&self) -> Result<Capacity> {
-        self.clock.follow();
         self.inner.queue_capacity().await
     }
 
     async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
-        self.clock.follow();
         self.inner.set_queue_capacity(max_pending, by_human_id).await
     }
 
     async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
-        self.clock.follow();
         self.inner.discard_todo(identity, id, by).await
     }
 
     async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
-        self.clock.follow();
         self.inner.clear_queue(identity, by).await
     }
 
@@ -488,17 +464,14 @@ impl<S: Store> Store for Faulty<S> {
         title: Option<String>,
         payload: Option<Value>,
     ) -> Result<Todo> {
-        self.clock.follow();
         self.inner.edit_todo(human, id, title, payload).await
     }
 
     async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
-        self.clock.follow();
         self.inner.purge_queue(identity, by).await
     }
 
     async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
-        self.clock.follow();
         self.inner.delete_endpoint(human, endpoint).await
     }
 
@@ -525,7 +498,6 @@ impl<S: Store> Store for Faulty<S> {
     }
 
     async fn prune_usage(&self) -> Result<u64> {
-        self.clock.follow();
         self.inner.prune_usage().await
     }
 

@@ -3,24 +3,23 @@
 
 use crate::bridge::BridgeStore;
 use crate::sim_store::SimStore;
+use crate::sim_time::SimClock;
 use crate::sql_invariants::Invariant;
 use chrono::{DateTime, Utc};
 use models::identity::QueueIdentity;
 use models::model_store::{OutboxEntry, PushJournal};
-use models::store::ManualClock;
-use std::sync::Arc;
 
 /// A zone no zone database knows: evaluating the stored row must fail closed (REQ-9).
 pub const UNKNOWN_ZONE: &str = "Mars/Olympus_Mons";
 
 /// A fresh, migrated database on the test cluster (started on first use) and a bridge to it.
-pub fn fresh(clock: &ManualClock) -> (BridgeStore, engine::testing::TestDatabase) {
+pub fn fresh(clock: &SimClock) -> (BridgeStore, engine::testing::TestDatabase) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("runtime for the set-up: {e}"));
     let database = runtime.block_on(engine::testing::fresh_database());
-    (BridgeStore::start(&database.url, Arc::new(clock.clone())), database)
+    (BridgeStore::start(&database.url, clock.clone()), database)
 }
 
 /// Drops a run's database.

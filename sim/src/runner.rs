@@ -3,8 +3,8 @@
 
 use crate::config::{Config, epoch_for};
 use crate::fault_driver::FaultPlan;
+use crate::sim_time::SimClock;
 use crate::world::{self, Outcome};
-use models::store::ManualClock;
 use std::collections::BTreeMap;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,21 +53,21 @@ impl Totals {
 
 /// One seed on the in-memory `ModelStore`.
 pub fn on_model(config: Config) -> Outcome {
-    let clock = ManualClock::at(epoch_for(config.seed));
+    let clock = SimClock::at(epoch_for(config.seed));
     let store = models::model_store::ModelStore::new(std::sync::Arc::new(clock.clone()));
     world::run(store, clock, config)
 }
 
 /// One seed on the in-memory `ModelStore` with the faults of `plan` (a scripted scenario).
 pub fn on_model_planned(config: Config, plan: FaultPlan) -> Outcome {
-    let clock = ManualClock::at(epoch_for(config.seed));
+    let clock = SimClock::at(epoch_for(config.seed));
     let store = models::model_store::ModelStore::new(std::sync::Arc::new(clock.clone()));
     world::run_planned(store, clock, config, plan)
 }
 
 /// One seed on a fresh PostgreSQL database through the bridge.
 pub fn on_postgres(config: Config) -> Outcome {
-    let clock = ManualClock::at(epoch_for(config.seed));
+    let clock = SimClock::at(epoch_for(config.seed));
     let (store, database) = crate::postgres::fresh(&clock);
     let outcome = world::run(store, clock, config);
     crate::postgres::drop(&database);

@@ -55,9 +55,10 @@ fn running() -> bool {
 }
 
 /// The clock the store and the judges read: where the run started (`base`), plus simulated time,
-/// plus the clock jumps so far. It writes each reading to the `ManualClock` the store was built
-/// with, so a store on another thread (the PostgreSQL bridge) reads the same instant. Outside a
-/// run it keeps the last reading. Cheap to clone; clones share the jumps.
+/// plus the clock jumps so far. Each reading on the run's thread follows simulated time and is
+/// kept; a reading on another thread (or outside a run) gets the last one kept, so the
+/// PostgreSQL bridge `follow`s before it hands a call to its thread. Cheap to clone; clones share
+/// everything.
 #[derive(Clone)]
 pub struct SimClock {
     clock: ManualClock,
@@ -66,9 +67,8 @@ pub struct SimClock {
 }
 
 impl SimClock {
-    pub fn new(clock: ManualClock, base: DateTime<Utc>) -> SimClock {
-        clock.set(base);
-        SimClock { clock, base, jumped_ms: Arc::new(AtomicI64::new(0)) }
+    pub fn at(base: DateTime<Utc>) -> SimClock {
+        SimClock { clock: ManualClock::at(base), base, jumped_ms: Arc::new(AtomicI64::new(0)) }
     }
 
     /// The clock jumps forward by `span` (a fault: the database's clock is not simulated time).
@@ -76,7 +76,7 @@ impl SimClock {
         self.jumped_ms.fetch_add(span.num_milliseconds(), Ordering::SeqCst);
     }
 
-    /// Sets the store's clock to now and returns it.
+    /// Now: simulated time on the run's thread (kept for other threads), else the last reading.
     pub fn follow(&self) -> DateTime<Utc> {
         if running() {
             let since_start = Span::from_std(elapsed()).unwrap_or_default();
@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn the_store_clock_follows_simulated_time_and_jumps() {
         let base: DateTime<Utc> = "2026-11-01T08:50:00Z".parse().expect("instant");
-        let clock = SimClock::new(ManualClock::at(base), base);
+        let clock = SimClock::at(base);
         let read = runtime(1).block_on(async {
             start();
             tokio::time::sleep(Duration::from_secs(90)).await;

@@ -40,7 +40,7 @@ use crate::workload::{
 use chrono::Duration as Span;
 use models::admission::Policy;
 use models::identity::QueueIdentity;
-use models::store::{ManualClock, NewEndpoint, PolicyActor, Store};
+use models::store::{NewEndpoint, PolicyActor, Store};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -198,15 +198,14 @@ fn start_replica<S: SimStore>(
 
 /// Runs one seed on `store` (fresh: nothing created yet) whose clock is `clock`, with random
 /// faults on the standard schedule when `config.faults` is set.
-pub fn run<S: SimStore>(store: S, clock: ManualClock, config: Config) -> Outcome {
+pub fn run<S: SimStore>(store: S, clock: SimClock, config: Config) -> Outcome {
     let plan = if config.faults { FaultPlan::random(FaultSchedule::default()) } else { FaultPlan::default() };
     run_planned(store, clock, config, plan)
 }
 
 /// Runs one seed with the faults of `plan` (database errors, lost acknowledgements and client
 /// cancellations follow `config.faults` alone).
-pub fn run_planned<S: SimStore>(store: S, clock: ManualClock, config: Config, plan: FaultPlan) -> Outcome {
-    let time = SimClock::new(clock, epoch_for(config.seed));
+pub fn run_planned<S: SimStore>(store: S, time: SimClock, config: Config, plan: FaultPlan) -> Outcome {
     let store = Faulty::new(store, time.clone(), config.seed);
     let principals = set_up(&store, config.seed);
     if config.faults {
