@@ -8,9 +8,7 @@
 //!
 //! The listing plans come from `PgStore::explain_listing`, which explains the very statement and
 //! values `list_todos` runs. Authentication's SQL is private to `principals.rs`, so its plans are
-//! captured as the store runs it: `auto_explain` is switched on for the test database only, and
-//! the plans are read back from the throwaway cluster's log, matched by a fragment of their
-//! query text. No SQL is copied here.
+//! captured as the store runs it (`support::plans::logged_plans`). No SQL is copied here.
 
 mod support;
 
@@ -22,6 +20,7 @@ use models::store::{AgentLookup, NewEndpoint, Store, TodoQuery, TodoSet};
 use models::todo::TodoState;
 use serde_json::Value;
 use support::World;
+use support::plans::{Scan, logged_plans, scans};
 
 /// Rows of the big tenant, per owner (its endpoint, its team).
 const BIG_TENANT_TODOS_PER_OWNER: i64 = 20_000;
@@ -118,32 +117,10 @@ async fn two_tenants() -> Tenants {
     }
 }
 
-/// One scan node of a plan: its type, the table it reads and the index it reads it through.
-#[derive(Debug)]
-struct Scan {
-    node: String,
-    relation: Option<String>,
-    index: Option<String>,
-}
-
-/// Every node of an `EXPLAIN (FORMAT JSON)` plan (the `Plan` object), depth first.
-fn scans(plan: &Value, into: &mut Vec<Scan>) {
-    let text = |key: &str| plan.get(key).and_then(Value::as_str).map(str::to_string);
-    into.push(Scan {
-        node: text("Node Type").unwrap_or_default(),
-        relation: text("Relation Name"),
-        index: text("Index Name"),
-    });
-    for child in plan.get("Plans").and_then(Value::as_array).into_iter().flatten() {
-        scans(child, into);
-    }
-}
-
 /// Asserts `plan` scans no tenant table sequentially and reads `table` through an index
 /// (whose name starts with `index_prefix`). Returns the scans, for the failure message.
 fn assert_tenant_bounded(what: &str, plan: &Value, table: &str, index_prefix: &str) {
-    let mut found = Vec::new();
-    scans(plan, &mut found);
+    let found = scans(plan);
     let sequential: Vec<&Scan> = found
         .iter()
         .filter(|scan| scan.node == "Seq Scan" && scan.relation.as_deref().is_some_and(|r| TENANT_TABLES.contains(&r)))
@@ -179,7 +156,7 @@ async fn a_listing_reads_only_the_callers_rows_through_an_index() {
     }
     // As the store runs it, prepared: after five runs PostgreSQL may switch to a generic plan.
     let (reach, queues) = (tenants.small_reach.clone(), tenants.small_queues.clone());
-    let plans = logged_plans(&tenants, "CROSS JOIN LATERAL (SELECT t.id", |store| async move {
+    let plans = logged_plans(&tenants.world, "CROSS JOIN LATERAL (SELECT t.id", |store| async move {
         for state in [None, Some(TodoState::Done)] {
             for _ in 0..7 {
                 let by_owner = TodoQuery { set: TodoSet::Owners(reach.clone()), state, limit: 50 };
@@ -204,42 +181,6 @@ async fn a_listing_reads_only_the_callers_rows_through_an_index() {
     assert_eq!(titles, expected);
 }
 
-/// Switches `auto_explain` on for new sessions of the test database, runs `run` on a fresh
-/// store (so its sessions load it), and returns the plans logged meanwhile whose query text
-/// contains `fragment`.
-async fn logged_plans<F, Fut>(tenants: &Tenants, fragment: &str, run: F) -> Vec<Value>
-where
-    F: FnOnce(PgStore) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let database = &tenants.world.db.name;
-    for setting in [
-        "session_preload_libraries = 'auto_explain'",
-        "auto_explain.log_min_duration = 0",
-        "auto_explain.log_format = 'json'",
-    ] {
-        // `database` is the harness's name (digits and underscores); the settings are constants.
-        sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {database} SET {setting}")))
-            .execute(tenants.world.store.pool())
-            .await
-            .expect("configure auto_explain");
-    }
-    let log_path = engine::testing::cluster().root.join("postgres.log");
-    let logged_before = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0) as usize;
-    let store = World::store_on(&tenants.world.db, &tenants.world.clock).await;
-    run(store.clone()).await;
-    store.pool().close().await;
-    let log = std::fs::read(&log_path).expect("read the cluster log");
-    let log = String::from_utf8_lossy(&log[logged_before.min(log.len())..]).into_owned();
-    // Each plan follows "plan:" as one JSON document, its lines indented by a tab.
-    log.split("plan:")
-        .skip(1)
-        .filter_map(|after| serde_json::Deserializer::from_str(after).into_iter::<Value>().next()?.ok())
-        .filter(|plan| plan["Query Text"].as_str().is_some_and(|text| text.contains(fragment)))
-        .map(|plan| plan["Plan"].clone())
-        .collect()
-}
-
 // Issue #14 item 4 (c): a human's bearer token is looked up by its digest, and their reach is
 // read from their own rows. With `owner_team_id IN (SELECT …)` in `human_scope_of`
 // (principals.rs) no index could serve the OR and every human request scanned every endpoint;
@@ -249,7 +190,7 @@ where
 async fn a_human_token_is_authenticated_through_indexes_only() {
     let tenants = two_tenants().await;
     let digest = hash_token(&tenants.small_human_token);
-    let plans = logged_plans(&tenants, "FROM api_tokens k", |store| async move {
+    let plans = logged_plans(&tenants.world, "FROM api_tokens k", |store| async move {
         // Several times: a prepared statement may switch to a generic plan after five runs.
         for _ in 0..7 {
             assert!(store.human_by_token(&digest).await.expect("lookup").is_some());
@@ -270,7 +211,7 @@ async fn a_human_token_is_authenticated_through_indexes_only() {
 async fn an_endpoint_credential_is_authenticated_through_indexes_only() {
     let tenants = two_tenants().await;
     let (slug, digest) = (tenants.small_endpoint_slug.clone(), hash_token(&tenants.small_endpoint_token));
-    let plans = logged_plans(&tenants, "FROM endpoint_grants g", |store| async move {
+    let plans = logged_plans(&tenants.world, "FROM endpoint_grants g", |store| async move {
         for _ in 0..7 {
             let found = store.agent_by_token(&slug, &digest).await.expect("lookup");
             assert!(matches!(found, AgentLookup::Found(_)), "{found:?}");

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod plans;
+
 use chrono::{DateTime, TimeZone, Utc};
 use engine::pg_store::{hash_token, new_token};
 use engine::testing::{TestDatabase, fresh_database};
