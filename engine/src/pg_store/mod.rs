@@ -150,6 +150,11 @@ pub struct PoolSettings {
     pub claimers_per_queue_set: usize,
 }
 
+/// A pooled connection idle this long is pinged before it is handed out (a server restart or a
+/// dropped link shows there, not in the caller's statement). One used more recently is not:
+/// sqlx pinged it when it was returned, and a ping per use costs a round trip on every path.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(5);
+
 impl Default for PoolSettings {
     fn default() -> Self {
         PoolSettings {
@@ -172,6 +177,18 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(settings.connections_max)
             .acquire_timeout(settings.acquire_timeout)
+            // sqlx pings every connection it hands out: one more round trip per statement or
+            // transaction. It also pings each connection as it comes back, so one handed out
+            // soon after was alive a moment ago; only one idle for a while is pinged first.
+            .test_before_acquire(false)
+            .before_acquire(|connection, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_BEFORE_PING {
+                        sqlx::Connection::ping(connection).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await?;
         let groups = groups::ClaimGroups::new(settings.claimers_per_queue_set, settings.lock_timeout);
