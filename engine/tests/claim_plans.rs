@@ -11,7 +11,7 @@
 mod support;
 
 use models::store::Store;
-use serde_json::json;
+use serde_json::{Value, json};
 use support::plans::{logged_plans, scans};
 use support::{agent_world, claimed, queue_of, set_policy};
 
@@ -41,7 +41,8 @@ async fn claims_read_the_backlog_through_the_claim_order_indexes() {
     .expect("backlog");
     sqlx::query("ANALYZE todos").execute(world.store.pool()).await.expect("analyze");
 
-    let plans = logged_plans(&world, "cand AS", |store| async move {
+    let endpoint_literal = format!("'{endpoint_id}'");
+    let logged = logged_plans(&world, "cand AS", |store| async move {
         for queue in [work, paced] {
             for _ in 0..CLAIMS {
                 let claim = claimed(store.claim_next(&agent, std::slice::from_ref(&queue), 300).await.expect("claim"));
@@ -51,8 +52,8 @@ async fn claims_read_the_backlog_through_the_claim_order_indexes() {
     })
     .await;
 
-    assert!(plans.len() >= 2 * CLAIMS, "only {} claim plans were logged", plans.len());
-    for plan in &plans {
+    assert!(logged.len() >= 2 * CLAIMS, "only {} claim plans were logged", logged.len());
+    for (_, plan) in &logged {
         let indexes: Vec<String> = scans(plan)
             .into_iter()
             .filter(|scan| scan.relation.as_deref() == Some("todos"))
@@ -65,6 +66,17 @@ async fn claims_read_the_backlog_through_the_claim_order_indexes() {
         assert!(
             !indexes.iter().any(|index| index.starts_with("todos_list_")),
             "a claim reads todos through a listing index: {indexes:?}\nplan: {plan:#}"
+        );
+    }
+    // The budgeted pick (the one with further candidates) runs on its generic plan, whose
+    // conditions name parameters; planned anew it would name the endpoint itself.
+    let picks: Vec<&Value> = logged.iter().filter(|(text, _)| text.contains("more_endpoint")).map(|(_, p)| p).collect();
+    assert!(picks.len() >= CLAIMS, "only {} budgeted picks were logged", picks.len());
+    for plan in picks {
+        let plan_text = plan.to_string();
+        assert!(
+            !plan_text.contains(&endpoint_literal),
+            "the budgeted pick was planned for its values, not generic: {plan:#}"
         );
     }
 }

@@ -168,7 +168,7 @@ async fn a_listing_reads_only_the_callers_rows_through_an_index() {
     })
     .await;
     assert!(plans.len() >= 28, "only {} listing plans were logged", plans.len());
-    for plan in &plans {
+    for (_, plan) in &plans {
         assert_tenant_bounded("a listing as the store runs it", plan, "todos", "todos_list_");
     }
     // The same statement answers as before: the caller's 10 todos, newest first, nothing else.
@@ -198,7 +198,7 @@ async fn a_human_token_is_authenticated_through_indexes_only() {
     })
     .await;
     assert!(!plans.is_empty(), "no plan of the human-token lookup was logged");
-    for plan in &plans {
+    for (_, plan) in &plans {
         assert_tenant_bounded("the human-token lookup", plan, "api_tokens", "api_tokens_pkey");
     }
 }
@@ -219,7 +219,7 @@ async fn an_endpoint_credential_is_authenticated_through_indexes_only() {
     })
     .await;
     assert!(!plans.is_empty(), "no plan of the endpoint-credential lookup was logged");
-    for plan in &plans {
+    for (_, plan) in &plans {
         assert_tenant_bounded("the endpoint-credential lookup", plan, "endpoints", "endpoints_token_hash");
     }
 }

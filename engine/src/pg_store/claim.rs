@@ -200,7 +200,7 @@ impl PgStore {
                 if present == 0 {
                     return Ok(());
                 }
-                let mut tx = self.begin().await?;
+                let mut tx = self.begin_claim().await?;
                 let picked = match self.pick_candidates(&mut tx, queues, rounds.excluded(), present).await {
                     Ok(picked) => picked,
                     Err(error) => {
@@ -209,7 +209,7 @@ impl PgStore {
                         // locked or read fails only its own queue and the others are still served.
                         tracing::warn!(%error, "claim_next candidate pick failed; retrying step by step");
                         finish(tx, Ok(())).await.ok();
-                        tx = self.begin().await?;
+                        tx = self.begin_claim().await?;
                         match self.pick_candidate_step_by_step(&mut tx, queues, rounds.excluded()).await {
                             Ok(picked) => picked.map(|(candidate, policy)| (vec![candidate], policy)),
                             Err(error) => return finish(tx, Err(error)).await,

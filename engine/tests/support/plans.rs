@@ -35,8 +35,8 @@ fn collect_scans(plan: &Value, into: &mut Vec<Scan>) {
 
 /// Switches `auto_explain` on for new sessions of `world`'s database, runs `run` on a fresh
 /// store (so its sessions load it), and returns the plans logged meanwhile whose query text
-/// contains `fragment`.
-pub async fn logged_plans<F, Fut>(world: &World, fragment: &str, run: F) -> Vec<Value>
+/// contains `fragment`, each with that text.
+pub async fn logged_plans<F, Fut>(world: &World, fragment: &str, run: F) -> Vec<(String, Value)>
 where
     F: FnOnce(PgStore) -> Fut,
     Fut: std::future::Future<Output = ()>,
@@ -64,7 +64,9 @@ where
     log.split("plan:")
         .skip(1)
         .filter_map(|after| serde_json::Deserializer::from_str(after).into_iter::<Value>().next()?.ok())
-        .filter(|plan| plan["Query Text"].as_str().is_some_and(|text| text.contains(fragment)))
-        .map(|plan| plan["Plan"].clone())
+        .filter_map(|plan| {
+            let text = plan["Query Text"].as_str().filter(|text| text.contains(fragment))?.to_string();
+            Some((text, plan["Plan"].clone()))
+        })
         .collect()
 }
