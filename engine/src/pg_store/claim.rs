@@ -35,9 +35,7 @@ use super::claim_unbudgeted::FastPath;
 use super::groups::{Member, Turns};
 use super::mutant_hooks;
 use super::rows::{LockedPolicy, PolicyLimitsRow, TodoRow, identity_of, lock_policy, lock_todo};
-use super::sql::{
-    Binds, CLAIM_ORDER_ROWS, CLAIMABLE, OwnerGroup, TODO_COLUMNS, identity_filter, owner_groups, owner_groups_filter,
-};
+use super::sql::{Binds, CLAIM_ORDER_ROWS, CLAIMABLE, TODO_COLUMNS, owner_groups, owner_groups_filter};
 use super::{PgStore, QueueSetHint, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Headroom, Observation, Policy, Reason};
@@ -575,7 +573,7 @@ impl PgStore {
         wanted: usize,
     ) -> Result<Option<(Vec<Candidate>, PolicyLock)>> {
         let mut binds = Binds::default();
-        let head = candidate_cte(&mut binds, self.now_param(), &owner_groups(queues), excluded, Lock::SkipLocked);
+        let head = candidate_cte(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
         let more = binds.push(wanted.saturating_sub(1) as i64);
         // The further candidates, read in claim order through the owner's index with the first
         // candidate's owner and queue as constants (one branch per owner kind; the other finds
@@ -682,16 +680,21 @@ enum Lock {
 /// Step 1's statement head: the clock (`now`, or the database's when None), and `cand`, the
 /// oldest claimable todo of `queues` outside the `excluded` identities, locked as `lock` says.
 /// Materialised, so the todo lock is taken before anything the statement locks after it.
+///
+/// The statement names only the queues left open, not the excluded ones to skip: a queue
+/// refused for its window keeps its backlog, usually the oldest work, and skipping it row by row
+/// walked that backlog on every pick. With one queue of an owner left, the per-queue index
+/// reads from its oldest claimable todo (`owner_groups_filter`).
 fn candidate_cte(
     binds: &mut Binds,
     now: Option<DateTime<Utc>>,
-    queues: &[OwnerGroup],
+    queues: &[QueueIdentity],
     excluded: &[QueueIdentity],
     lock: Lock,
 ) -> String {
+    let open: Vec<QueueIdentity> = queues.iter().filter(|queue| !excluded.contains(queue)).cloned().collect();
     let now = binds.push(now);
-    let excluded = identity_filter(binds, "t", excluded);
-    let queues = owner_groups_filter(binds, queues);
+    let queues = owner_groups_filter(binds, &owner_groups(&open));
     let lock = match lock {
         Lock::SkipLocked => "FOR UPDATE OF t SKIP LOCKED",
         Lock::None => "",
@@ -700,7 +703,7 @@ fn candidate_cte(
         "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now), \
          cand AS MATERIALIZED ( \
            SELECT t.id, t.endpoint_id, t.team_id, t.queue, t.state = 'claimed' AS takes_over FROM todos t, clock \
-           WHERE {queues} AND NOT {excluded} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
+           WHERE {queues} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
            ORDER BY t.created_at, t.id {lock} LIMIT 1)"
     )
 }
@@ -713,7 +716,7 @@ fn candidate_select(
     excluded: &[QueueIdentity],
     lock: Lock,
 ) -> String {
-    let head = candidate_cte(binds, now, &owner_groups(queues), excluded, lock);
+    let head = candidate_cte(binds, now, queues, excluded, lock);
     format!("{head} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand")
 }
 

@@ -90,8 +90,9 @@ pub(crate) fn owner_groups(identities: &[QueueIdentity]) -> Vec<OwnerGroup> {
 }
 
 /// `((t.endpoint_id = $k AND t.queue = ANY($k+1::text[])) OR …)`, binding each group's owner id
-/// and queue names: the shape the claim-order indexes serve in `created_at` order. No group
-/// matches nothing.
+/// and queue names: the shape the claim-order indexes serve in `created_at` order. A group of one
+/// queue names it by equality, `t.queue = $k+1`, which the per-queue claim-scan indexes serve in
+/// order (a list of queues on their second column would need a sort). No group matches nothing.
 pub(crate) fn owner_groups_filter(binds: &mut Binds, groups: &[OwnerGroup]) -> String {
     if groups.is_empty() {
         return "false".to_string();
@@ -104,6 +105,10 @@ pub(crate) fn owner_groups_filter(binds: &mut Binds, groups: &[OwnerGroup]) -> S
                 Owner::Team(id) => ("t.team_id", id),
             };
             let owner_id = binds.push(owner_id.clone());
+            if let [queue] = group.queues.as_slice() {
+                let queue = binds.push(queue.clone());
+                return format!("({column} = {owner_id} AND t.queue = {queue})");
+            }
             let queues = binds.push(group.queues.clone());
             format!("({column} = {owner_id} AND t.queue = ANY({queues}::text[]))")
         })
@@ -154,11 +159,13 @@ mod tests {
         assert_eq!(groups[0].queues, ["a", "c"]);
         assert_eq!(
             owner_groups_filter(&mut binds, &groups),
-            "((t.endpoint_id = $2 AND t.queue = ANY($3::text[])) OR (t.team_id = $4 AND t.queue = ANY($5::text[])))"
+            "((t.endpoint_id = $2 AND t.queue = ANY($3::text[])) OR (t.team_id = $4 AND t.queue = $5))"
         );
         assert!(identity_filter(&mut binds, "p", &[]).contains("unnest($6::text[], $7::text[])"));
         assert_eq!(binds.push(true), "$10");
         assert_eq!(owner_groups_filter(&mut binds, &[]), "false");
+        let one_queue = owner_groups(&[QueueIdentity::team("tm_1", "b")]);
+        assert_eq!(owner_groups_filter(&mut binds, &one_queue), "((t.team_id = $11 AND t.queue = $12))");
         assert!(binds.into_arguments().is_ok());
     }
 }
