@@ -76,12 +76,13 @@ pub(crate) struct OwnerGroup {
     pub(crate) queues: Vec<String>,
 }
 
-/// Identities grouped by owner, in first-seen order. Most callers drain one endpoint's queues,
-/// which makes a single group.
+/// Identities grouped by owner, in first-seen order, each queue once. Most callers drain one
+/// endpoint's queues, which makes a single group.
 pub(crate) fn owner_groups(identities: &[QueueIdentity]) -> Vec<OwnerGroup> {
     let mut groups: Vec<OwnerGroup> = Vec::new();
     for identity in identities {
         match groups.iter_mut().find(|group| group.owner == identity.owner) {
+            Some(group) if group.queues.contains(&identity.queue) => {}
             Some(group) => group.queues.push(identity.queue.clone()),
             None => groups.push(OwnerGroup { owner: identity.owner.clone(), queues: vec![identity.queue.clone()] }),
         }
@@ -154,6 +155,7 @@ mod tests {
             QueueIdentity::endpoint("ep_1", "a"),
             QueueIdentity::team("tm_1", "b"),
             QueueIdentity::endpoint("ep_1", "c"),
+            QueueIdentity::endpoint("ep_1", "a"),
         ]);
         assert_eq!(groups.len(), 2);
         assert_eq!(groups[0].queues, ["a", "c"]);
