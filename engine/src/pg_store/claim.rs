@@ -575,9 +575,9 @@ impl PgStore {
         let mut binds = Binds::default();
         let head = candidate_cte(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
         let more = binds.push(wanted.saturating_sub(1) as i64);
-        // The further candidates, read in claim order through the owner's index with the first
-        // candidate's owner and queue as constants (one branch per owner kind; the other finds
-        // nothing), so the scan stops after `more` rows however deep the queue.
+        // The further candidates, read in claim order through the queue's own claim-scan index
+        // with the first candidate's owner and queue as constants (one branch per owner kind;
+        // the other finds nothing), so the scan stops after `more` rows however deep the queue.
         let more_of = |column: &str| {
             format!(
                 "SELECT t.id, t.created_at, t.state = 'claimed' AS takes_over FROM todos t, clock \

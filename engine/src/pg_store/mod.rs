@@ -150,9 +150,11 @@ pub struct PoolSettings {
     pub claimers_per_queue_set: usize,
 }
 
-/// A pooled connection idle this long is pinged before it is handed out (a server restart or a
-/// dropped link shows there, not in the caller's statement). One used more recently is not:
-/// sqlx pinged it when it was returned, and a ping per use costs a round trip on every path.
+/// A pooled connection idle this long is pinged before it is handed out, so a server restart or
+/// a dropped link shows there, not in the caller's statement. One used more recently is not:
+/// sqlx pinged it when it was returned, and a ping per use costs a round trip on every path. So
+/// within 5 s of a restart each pooled connection fails one request (`unavailable`) and is then
+/// closed by the ping on its return.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(5);
 
 impl Default for PoolSettings {
@@ -269,11 +271,14 @@ impl PgStore {
         self.pool.begin().await.map_err(db_error)
     }
 
-    /// A claim transaction (`claim.rs`), whose statements run on generic plans. The pick is
-    /// composed of many CTEs: planned anew for its values it costs about 1.4 ms to plan and
-    /// 0.1 ms to run, and PostgreSQL never settles on its generic plan by itself, which reads
-    /// the same claim-order index (`tests/claim_plans.rs`). The setting goes with the `BEGIN`
-    /// in one round trip and ends with the transaction.
+    /// A transaction of `claim_next`'s budgeted path (`claim.rs`), whose statements run on
+    /// generic plans. The pick is composed of many CTEs: planned anew for its values it costs
+    /// about 1.4 ms to plan and 0.1 ms to run, and PostgreSQL never settles on its generic plan
+    /// by itself, which reads the same claim indexes (`tests/claim_plans.rs`). The setting goes
+    /// with the `BEGIN` in one round trip and ends with the transaction, committed or rolled
+    /// back. (Were the `SET` itself to fail after the `BEGIN`, sqlx would hand the connection
+    /// back inside the aborted transaction, as it does for a `BEGIN` whose caller went away;
+    /// a valid setting set locally does not fail.)
     async fn begin_claim(&self) -> Result<Transaction<'static, Postgres>> {
         self.pool.begin_with("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan").await.map_err(db_error)
     }
