@@ -4,9 +4,12 @@
 mod support;
 
 use chrono::Duration;
+use engine::pg_store::{hash_token, new_token};
 use models::admission::Reason;
 use models::error::Code;
-use models::store::{ClaimNext, Store};
+use models::identity::QueueIdentity;
+use models::scope::Actor;
+use models::store::{AgentLookup, ClaimNext, NewEndpoint, Store};
 use models::todo::{CreatedByKind, NewTodo, TodoState};
 use serde_json::json;
 use support::{
@@ -321,6 +324,43 @@ async fn req4_one_deferred_queue_does_not_starve_the_others() {
         waiting.iter().map(|d| (d.identity.queue.as_str(), d.reason)).collect::<Vec<_>>(),
         vec![("lane-s", Reason::Paused)]
     );
+}
+
+// SPEC-0030 REQ-4: a deferred queue does not starve another owner's queue of the same name. The
+// pick skipped refused queues with `NOT ((endpoint_id, queue) IN … OR (team_id, queue) IN …)`,
+// which is NULL for a team's row when its endpoint's queue of that name was refused, so the
+// team's queue was skipped too (issue #15 review).
+#[tokio::test]
+async fn req4_a_deferred_endpoint_queue_does_not_starve_a_team_queue_of_the_same_name() {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
+    let token = new_token("sbk_");
+    let endpoint = world
+        .store
+        .vend_endpoint(NewEndpoint {
+            name: "alice-agent".into(),
+            owner_human_id: Some(alice.human.id.clone()),
+            owner_team_id: None,
+            own_queues: vec!["x".into()],
+            team_queues: vec![(team.id.clone(), "x".into())],
+            verbs: models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect(),
+            token_hash: hash_token(&token),
+            created_by_human_id: Some(alice.human.id.clone()),
+        })
+        .await
+        .expect("vend");
+    let agent = match world.store.agent_by_token(&endpoint.slug, &hash_token(&token)).await.expect("lookup") {
+        AgentLookup::Found(scope) => Actor::Agent(*scope),
+        other => panic!("the endpoint did not authenticate: {other:?}"),
+    };
+    let (own_x, team_x) = (QueueIdentity::endpoint(&endpoint.id, "x"), QueueIdentity::team(&team.id, "x"));
+    set_policy(&world, &own_x, json!({"max_in_flight": 0})).await;
+    world.push(&own_x, "oldest, but the endpoint's x is paused").await;
+    world.clock.advance(Duration::seconds(1));
+    let teams = world.push(&team_x, "the team's x").await;
+    let got = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    assert_eq!(got.todo.id, teams.id);
 }
 
 // SPEC-0030 REQ-5 "A Pacific day": the boundary reopens the queue and writes nothing to any todo.
