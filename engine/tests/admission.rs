@@ -4,12 +4,11 @@
 mod support;
 
 use chrono::Duration;
-use engine::pg_store::{hash_token, new_token};
 use models::admission::Reason;
 use models::error::Code;
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{AgentLookup, ClaimNext, NewEndpoint, Store};
+use models::store::{ClaimNext, Store};
 use models::todo::{CreatedByKind, NewTodo, TodoState};
 use serde_json::json;
 use support::{
@@ -335,26 +334,10 @@ async fn req4_a_deferred_endpoint_queue_does_not_starve_a_team_queue_of_the_same
     let world = World::new().await;
     let alice = world.human("alice").await;
     let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
-    let token = new_token("sbk_");
-    let endpoint = world
-        .store
-        .vend_endpoint(NewEndpoint {
-            name: "alice-agent".into(),
-            owner_human_id: Some(alice.human.id.clone()),
-            owner_team_id: None,
-            own_queues: vec!["x".into()],
-            team_queues: vec![(team.id.clone(), "x".into())],
-            verbs: models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect(),
-            token_hash: hash_token(&token),
-            created_by_human_id: Some(alice.human.id.clone()),
-        })
-        .await
-        .expect("vend");
-    let agent = match world.store.agent_by_token(&endpoint.slug, &hash_token(&token)).await.expect("lookup") {
-        AgentLookup::Found(scope) => Actor::Agent(*scope),
-        other => panic!("the endpoint did not authenticate: {other:?}"),
-    };
-    let (own_x, team_x) = (QueueIdentity::endpoint(&endpoint.id, "x"), QueueIdentity::team(&team.id, "x"));
+    let agent = world.agent_granted(&alice, &["x"], &[(team.id.as_str(), "x")]).await;
+    let Actor::Agent(scope) = &agent else { unreachable!("agent_granted returns an agent") };
+    let endpoint_id = scope.endpoint_id.clone();
+    let (own_x, team_x) = (QueueIdentity::endpoint(&endpoint_id, "x"), QueueIdentity::team(&team.id, "x"));
     set_policy(&world, &own_x, json!({"max_in_flight": 0})).await;
     world.push(&own_x, "oldest, but the endpoint's x is paused").await;
     world.clock.advance(Duration::seconds(1));

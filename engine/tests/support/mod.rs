@@ -50,6 +50,12 @@ impl World {
 
     /// Vends an endpoint owned by `owner` granting `queues`, and returns its agent actor.
     pub async fn agent(&self, owner: &HumanScope, queues: &[&str]) -> Actor {
+        self.agent_granted(owner, queues, &[]).await
+    }
+
+    /// Vends an endpoint owned by `owner` granting its own `queues` and the `team_queues` (team
+    /// id, queue) of teams `owner` belongs to, and returns its agent actor.
+    pub async fn agent_granted(&self, owner: &HumanScope, queues: &[&str], team_queues: &[(&str, &str)]) -> Actor {
         let token = new_token("sbk_");
         let endpoint = self
             .store
@@ -58,7 +64,7 @@ impl World {
                 owner_human_id: Some(owner.human.id.clone()),
                 owner_team_id: None,
                 own_queues: queues.iter().map(|q| q.to_string()).collect(),
-                team_queues: vec![],
+                team_queues: team_queues.iter().map(|(team, queue)| (team.to_string(), queue.to_string())).collect(),
                 verbs: models::verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect(),
                 token_hash: hash_token(&token),
                 created_by_human_id: Some(owner.human.id.clone()),
