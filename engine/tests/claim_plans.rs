@@ -11,15 +11,19 @@
 //! `todos_claim_scan_endpoint` / `_team` hold the same rows per owner and queue. A pick from the
 //! one queue of an owner left open reads there: a queue refused for its window keeps its
 //! backlog, usually the oldest work, and a pick through the per-owner index walked all of it.
+//!
+//! The budgeted pick runs on its generic plan, set for its transaction only: the connection goes
+//! back to the pool planning as before.
 
 mod support;
 
-use engine::PgStore;
+use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
 use models::store::Store;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use support::plans::{logged_plans, scans};
-use support::{agent_world, claimed, queue_of, set_policy};
+use support::{agent_world, claimed, deferred, queue_of, set_policy};
 
 /// Pending todos per queue, analysed before the claims start.
 const BACKLOG: i64 = 2_000;
@@ -108,6 +112,38 @@ async fn claims_read_the_backlog_through_the_claim_indexes() {
             "the budgeted pick was planned for its values, not generic: {plan:#}"
         );
     }
+}
+
+// Issue #15: the budgeted path's transactions plan generically (`SET LOCAL plan_cache_mode`),
+// and the setting ends with each transaction, committed or rolled back: the statement a pooled
+// connection runs next plans as the server's own setting says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generic_plan_setting_ends_with_its_claim_transaction() {
+    let (world, agent) = agent_world(&["paced", "held"]).await;
+    let (paced, held) = (queue_of(&agent, "paced"), queue_of(&agent, "held"));
+    set_policy(&world, &paced, json!({"max_in_flight": 10})).await;
+    set_policy(&world, &held, json!({"max_in_flight": 0})).await;
+    world.push(&paced, "admitted").await;
+    world.push(&held, "held back").await;
+    // One connection: the claims and the reads after them run on the same session.
+    let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };
+    let store = PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect");
+    let server_default: String = sqlx::query_scalar("SELECT reset_val FROM pg_settings WHERE name = 'plan_cache_mode'")
+        .fetch_one(store.pool())
+        .await
+        .expect("default");
+    let plan_cache_mode = || async {
+        sqlx::query_scalar::<_, String>("SHOW plan_cache_mode").fetch_one(store.pool()).await.expect("show")
+    };
+    assert_ne!(server_default, "force_generic_plan", "the test cluster must not plan generically by itself");
+
+    // Committed: the budgeted queue admits the claim.
+    claimed(store.claim_next(&agent, std::slice::from_ref(&paced), 300).await.expect("claim"));
+    assert_eq!(plan_cache_mode().await, server_default, "after a committed claim transaction");
+    // Rolled back: the held queue refuses its only candidate.
+    let refused = deferred(store.claim_next(&agent, std::slice::from_ref(&held), 300).await.expect("claim"));
+    assert_eq!(refused.len(), 1, "the held queue is deferred: {refused:?}");
+    assert_eq!(plan_cache_mode().await, server_default, "after a refused claim's rollback");
 }
 
 /// The part of a claim statement's plan that finds the candidate (the `cand` CTE), or the whole
