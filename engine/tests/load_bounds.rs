@@ -1,7 +1,9 @@
 //! Bounds on waiting, at engine level on real PostgreSQL (issue #14, item 3): a claim that cannot
 //! get its policy lock within `lock_timeout` fails closed, and claimers of one queue set past the
 //! per-replica bound wait without a connection, then give up with a retryable `unavailable`.
-//! Either way nothing is charged and the work is still there once the lock is free.
+//! Either way nothing is charged and the work is still there once the lock is free. And the pool
+//! itself: a connection whose server process ended while it sat idle is replaced before a caller
+//! gets it (issue #15 stopped pinging connections used in the last few seconds).
 
 mod support;
 
@@ -98,4 +100,35 @@ async fn a_foreign_todo_is_not_found_without_waiting_for_its_lock() {
     assert_eq!(complete.code, Code::NotFound, "{complete:?}");
     holder.rollback().await.expect("release");
     store.claim(&alice_agent, &todo.id, 60).await.expect("the owner's agent still claims it");
+}
+
+// Issue #15: the pool pings only connections idle for `IDLE_BEFORE_PING` (5 s) before handing
+// them out. One whose server process ended while it sat idle that long must be pinged, found
+// dead and replaced, so the caller's statement runs on a live connection and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_died_while_idle_is_replaced_before_use() {
+    let (world, agent) = agent_world(&["work"]).await;
+    let queue = queue_of(&agent, "work");
+    let todo = world.push(&queue, "after the restart").await;
+    // One connection, so the statement below runs on the connection whose process is ended.
+    let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };
+    let store = PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect");
+    let backend = || async {
+        sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(store.pool()).await.expect("pid")
+    };
+    let first = backend().await;
+
+    // Ended from elsewhere, as a database restart or an administrator would end it.
+    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+        .bind(first)
+        .fetch_one(world.store.pool())
+        .await
+        .expect("terminate");
+    assert!(ended, "the pooled connection's server process has exited");
+    // Longer than `IDLE_BEFORE_PING`, on the real clock the pool measures idleness with.
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+
+    let outcome = store.claim_next(&agent, std::slice::from_ref(&queue), 60).await;
+    assert_eq!(claimed(outcome.expect("the claim runs on a replaced connection")).todo.id, todo.id);
+    assert_ne!(backend().await, first, "the dead connection was replaced");
 }
