@@ -3,7 +3,8 @@
 //! per-replica bound wait without a connection, then give up with a retryable `unavailable`.
 //! Either way nothing is charged and the work is still there once the lock is free. And the pool
 //! itself: a connection whose server process ended while it sat idle is replaced before a caller
-//! gets it (issue #15 stopped pinging connections used in the last few seconds).
+//! gets it (issue #15 stopped pinging connections used in the last few seconds), and one that
+//! ended since its last use fails one request with a retryable `unavailable`.
 
 mod support;
 
@@ -102,6 +103,38 @@ async fn a_foreign_todo_is_not_found_without_waiting_for_its_lock() {
     store.claim(&alice_agent, &todo.id, 60).await.expect("the owner's agent still claims it");
 }
 
+/// A store on one pooled connection, so each statement runs on the connection a test ends.
+async fn one_connection_store(world: &World) -> PgStore {
+    let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };
+    PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect")
+}
+
+/// The server process behind `store`'s connection.
+async fn backend_of(store: &PgStore) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(store.pool()).await.expect("pid")
+}
+
+/// Ends the server process behind `store`'s connection from elsewhere, as a database restart or
+/// an administrator would, and returns its id once it has exited. The connection is back in the
+/// pool first: sqlx pings a connection as it returns, and a ping after the end would close it.
+async fn end_backend(world: &World, store: &PgStore) -> i32 {
+    let backend = backend_of(store).await;
+    for _ in 0..500 {
+        if store.pool().num_idle() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(store.pool().num_idle(), 1, "the connection is back in the pool");
+    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+        .bind(backend)
+        .fetch_one(world.store.pool())
+        .await
+        .expect("terminate");
+    assert!(ended, "the pooled connection's server process has exited");
+    backend
+}
+
 // Issue #15: the pool pings only connections idle for `IDLE_BEFORE_PING` (5 s) before handing
 // them out. One whose server process ended while it sat idle that long must be pinged, found
 // dead and replaced, so the caller's statement runs on a live connection and succeeds.
@@ -110,25 +143,30 @@ async fn a_connection_that_died_while_idle_is_replaced_before_use() {
     let (world, agent) = agent_world(&["work"]).await;
     let queue = queue_of(&agent, "work");
     let todo = world.push(&queue, "after the restart").await;
-    // One connection, so the statement below runs on the connection whose process is ended.
-    let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };
-    let store = PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect");
-    let backend = || async {
-        sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(store.pool()).await.expect("pid")
-    };
-    let first = backend().await;
-
-    // Ended from elsewhere, as a database restart or an administrator would end it.
-    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
-        .bind(first)
-        .fetch_one(world.store.pool())
-        .await
-        .expect("terminate");
-    assert!(ended, "the pooled connection's server process has exited");
+    let store = one_connection_store(&world).await;
+    let ended = end_backend(&world, &store).await;
     // Longer than `IDLE_BEFORE_PING`, on the real clock the pool measures idleness with.
     tokio::time::sleep(Duration::from_millis(5_500)).await;
 
     let outcome = store.claim_next(&agent, std::slice::from_ref(&queue), 60).await;
     assert_eq!(claimed(outcome.expect("the claim runs on a replaced connection")).todo.id, todo.id);
-    assert_ne!(backend().await, first, "the dead connection was replaced");
+    assert_ne!(backend_of(&store).await, ended, "the dead connection was replaced");
+}
+
+// Issue #15: a connection used in the last `IDLE_BEFORE_PING` is handed out without a ping, so
+// when its server process has ended (a restart, an administrator) the request on it fails. That
+// failure is the database's, not the request's: `unavailable`, retryable, and nothing changed.
+// The connection is then replaced, and the retry succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_died_since_its_last_use_fails_one_request_as_unavailable() {
+    let (world, agent) = agent_world(&["work"]).await;
+    let queue = queue_of(&agent, "work");
+    let todo = world.push(&queue, "after the restart").await;
+    let store = one_connection_store(&world).await;
+    end_backend(&world, &store).await;
+
+    let lost = store.claim_next(&agent, std::slice::from_ref(&queue), 60).await.expect_err("a dead connection");
+    assert_eq!(lost.code, Code::Unavailable, "{lost:?}");
+    let retried = store.claim_next(&agent, std::slice::from_ref(&queue), 60).await.expect("the retry");
+    assert_eq!(claimed(retried).todo.id, todo.id, "the failed request changed nothing");
 }

@@ -310,6 +310,10 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
             tracing::warn!(%error, "database unavailable");
             Error::unavailable("the database is unavailable")
         }
+        sqlx::Error::Database(database) if database.code().as_deref().is_some_and(connection_lost) => {
+            tracing::warn!(%error, "database connection lost");
+            Error::unavailable("the database is unavailable")
+        }
         // 55P03 lock_not_available (`lock_timeout`), 57014 query_canceled (`statement_timeout`):
         // the bounds on waiting did their job; the transaction rolled back and may be retried.
         sqlx::Error::Database(database) if matches!(database.code().as_deref(), Some("55P03" | "57014")) => {
@@ -335,6 +339,15 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
             Error::internal("internal database error")
         }
     }
+}
+
+/// SQLSTATEs with which the server ends or refuses a connection, whatever the request was: the
+/// server shutting down or restarting (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
+/// cannot_connect_now), an administrator ending the session (also 57P01), the idle session
+/// timeout (57P05), too many connections (53300), and the connection exceptions of class 08 but
+/// a protocol violation (08P01), which is a fault of ours. The request may be retried as it is.
+fn connection_lost(code: &str) -> bool {
+    matches!(code, "57P01" | "57P02" | "57P03" | "57P05" | "53300") || (code.starts_with("08") && code != "08P01")
 }
 
 /// An UPDATE or DELETE that must have touched a row of the caller's: none is `not_found` (absent
