@@ -13,7 +13,7 @@ use models::admission::Reason;
 use models::store::{ClaimNext, Store};
 use serde_json::json;
 use std::time::Duration;
-use support::{World, agent_world, charged, claimed, daily_pacific, granted, push_n, queue_of, set_policy};
+use support::{World, agent_world, charged, claimed, daily_pacific, deferred, granted, push_n, queue_of, set_policy};
 
 /// Holds every policy row's lock in its own transaction until dropped or rolled back.
 async fn hold_policy_locks(world: &World) -> sqlx::Transaction<'static, sqlx::Postgres> {
@@ -253,4 +253,65 @@ async fn req4_a_lapsed_claim_behind_a_groups_first_candidate_still_counts_in_fli
         .await
         .expect("claimed");
     assert_eq!(claimed, vec![lapsed.id], "{} stayed pending", older.id);
+}
+
+// SPEC-0030 REQ-4, REQ-7 (issue #15): from its second group on, a leader begins the next group's
+// read first while a group claims, so that read may be older than the claims just made. It only
+// excludes queues: every claim is still decided under the lock, and the answer stays exact. Here
+// groups of one claimer each take the last units of a window one by one; whatever the read
+// first saw, the claimer after the last unit is deferred with the exact list, and nothing is
+// charged past the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req4_a_read_first_begun_ahead_of_its_group_keeps_the_answer_exact() {
+    let (world, agent) = agent_world(&["spent", "open"]).await;
+    let (spent, open) = (queue_of(&agent, "spent"), queue_of(&agent, "open"));
+    set_policy(&world, &spent, daily_pacific(0)).await;
+    set_policy(&world, &open, daily_pacific(3)).await;
+    // The oldest work is in the paused queue (a budget of 0), so every claim meets its refusal.
+    push_n(&world, &spent, 2).await;
+    push_n(&world, &open, 5).await;
+    let settings = engine::PoolSettings { claimers_per_queue_set: 1, ..engine::PoolSettings::default() };
+    let store = engine::PgStore::connect(&world.db.url, settings, std::sync::Arc::new(world.clock.clone()))
+        .await
+        .expect("connect");
+    let claim = || {
+        let (store, agent, queues) = (store.clone(), agent.clone(), granted(&agent));
+        tokio::spawn(async move { store.claim_next(&agent, &queues, 60).await })
+    };
+    // The refusal marks the queue set, so the claims after it read first: one unit used.
+    let first = claimed(claim().await.expect("join").expect("claim_next"));
+    assert_eq!(first.todo.identity, open);
+
+    // Three groups of one, one after another: the last unit, then two claimers past the budget.
+    let holder = hold_policy_locks(&world).await;
+    let mut claims = vec![claim()];
+    until_a_claimer_waits_on_the_lock(&world).await;
+    claims.push(claim());
+    claims.push(claim());
+    for _ in 0..400 {
+        if store.claimers_queued() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(store.claimers_queued(), 2, "two claimers wait for the groups after the first");
+    holder.rollback().await.expect("release");
+
+    let mut outcomes = vec![];
+    for claim in claims {
+        outcomes.push(claim.await.expect("join").expect("claim_next"));
+    }
+    let claimed_now = outcomes.iter().filter(|outcome| matches!(outcome, ClaimNext::Claimed(_))).count();
+    assert_eq!(claimed_now, 2, "the window's last two units, one claim each: {outcomes:?}");
+    for outcome in outcomes.into_iter().filter(|outcome| matches!(outcome, ClaimNext::Empty { .. })) {
+        let mut listed: Vec<(String, Reason, i64)> =
+            deferred(outcome).into_iter().map(|d| (d.identity.queue, d.reason, d.pending)).collect();
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            listed,
+            [("open".to_string(), Reason::WindowExhausted, 2), ("spent".to_string(), Reason::Paused, 2)],
+            "both queues deferred, with their pending work"
+        );
+    }
+    assert_eq!(charged(&world, &open).await, 3, "charged up to the budget and no further");
 }

@@ -43,7 +43,7 @@ use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{ClaimNext, Claimed};
+use models::store::{ClaimNext, Claimed, QueueAdmission};
 use models::todo::{Todo, TodoState};
 use sqlx::{Postgres, Transaction};
 
@@ -164,25 +164,39 @@ impl PgStore {
     /// each (the module's "group admission"). A refused queue is excluded from the next pick for
     /// everyone left (`ClaimNextRounds`; REQ-4, REQ-7): the claimers share their queues. `set` is
     /// their fingerprint (`QueueSetHint::fingerprint`), computed once per claim by the caller.
-    pub(crate) async fn claim_next_group(&self, set: u64, queues: &[QueueIdentity], members: Vec<Member>) {
+    /// `ahead` is the read first begun for this group while the one before it claimed
+    /// (`groups.rs`), if any.
+    pub(crate) async fn claim_next_group(
+        &self,
+        set: u64,
+        queues: &[QueueIdentity],
+        members: Vec<Member>,
+        ahead: Option<ReadAhead>,
+    ) {
         self.counters.claim_group(members.len());
         let mut turns = Turns::new(members);
-        if let Err(error) = self.claim_next_in_turn(set, queues, &mut turns).await {
+        if let Err(error) = self.claim_next_in_turn(set, queues, &mut turns, ahead).await {
             turns.answer_all(Err(error));
         }
     }
 
     /// `claim_next_group`'s rounds. Answers each claimer as its claim commits or its answer is
     /// known; on an error the claimers still in `turns` are owed it.
-    async fn claim_next_in_turn(&self, set: u64, queues: &[QueueIdentity], turns: &mut Turns) -> Result<()> {
+    async fn claim_next_in_turn(
+        &self,
+        set: u64,
+        queues: &[QueueIdentity],
+        turns: &mut Turns,
+        ahead: Option<ReadAhead>,
+    ) -> Result<()> {
         let mut rounds = ClaimNextRounds::new(queues);
         // The read first counts refusals, so it runs only while a claimer waits, as a locked
-        // refusal does.
+        // refusal does. A read begun ahead that is not needed here is dropped, which stops it.
         if self.pre_read_first
             && mutant_hooks::reads_first()
             && turns.present() > 0
             && self.refused_hint.contains(set)
-            && self.pre_read_first(set, queues, &mut rounds).await?
+            && self.pre_read_first(set, queues, &mut rounds, ahead).await?
             && mutant_hooks::claim_next_gives_up_after_refusal()
         {
             turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
@@ -265,10 +279,27 @@ impl PgStore {
     /// unlocked (REQ-4's permitted pre-skip; every claim is still decided under the lock). True
     /// when it stood for the refusal the first pick would have met, which `rounds` then records
     /// and the counters count; otherwise nothing is recorded and the hint is dropped.
-    async fn pre_read_first(&self, set: u64, queues: &[QueueIdentity], rounds: &mut ClaimNextRounds) -> Result<bool> {
-        // Two unlocked reads, independent of each other: on two connections at once.
-        let (statuses, oldest) =
-            tokio::try_join!(self.queue_admissions_tx(queues, Pending::AnyAtAll), self.oldest_claimable_queue(queues))?;
+    ///
+    /// `ahead`, the same reads begun while the group before this one claimed, stands in for
+    /// reading now. It is older by at most that group's claim, which changes nothing REQ-4 relies
+    /// on: the read excludes queues and decides nothing, every claim is still decided under the
+    /// lock, and a queue it shows deferred that has opened since is tried again before the answer
+    /// (`ClaimNextRounds::exhausted` reads the excluded queues anew). Failed, it is read again.
+    async fn pre_read_first(
+        &self,
+        set: u64,
+        queues: &[QueueIdentity],
+        rounds: &mut ClaimNextRounds,
+        ahead: Option<ReadAhead>,
+    ) -> Result<bool> {
+        let read = match ahead {
+            Some(ahead) => ahead.finish().await,
+            None => None,
+        };
+        let PreRead { statuses, oldest } = match read {
+            Some(read) => read,
+            None => self.pre_read(queues).await?,
+        };
         let refused = rounds.pre_read_first(statuses, oldest.as_ref());
         self.counters.claim_pre_read_first(refused.is_some());
         let Some(refused) = refused else {
@@ -279,6 +310,23 @@ impl PgStore {
             self.counters.refused(&identity.queue, reason);
         }
         Ok(true)
+    }
+
+    /// The read first's two unlocked reads, independent of each other: on two connections at once.
+    async fn pre_read(&self, queues: &[QueueIdentity]) -> Result<PreRead> {
+        let (statuses, oldest) =
+            tokio::try_join!(self.queue_admissions_tx(queues, Pending::AnyAtAll), self.oldest_claimable_queue(queues))?;
+        Ok(PreRead { statuses, oldest })
+    }
+
+    /// Begins the read first of the group after the one about to claim, for a queue set whose
+    /// last group met a refusal (the only sets that read first); `None` for any other.
+    pub(crate) fn read_ahead(&self, set: u64, queues: &[QueueIdentity]) -> Option<ReadAhead> {
+        if !self.pre_read_first || !self.refused_hint.contains(set) {
+            return None;
+        }
+        let (store, queues) = (self.clone(), queues.to_vec());
+        Some(ReadAhead(tokio::spawn(async move { store.pre_read(&queues).await })))
     }
 
     /// The queue of the oldest claimable todo of `queues`, read without locking anything: the
@@ -784,4 +832,37 @@ async fn claim_locked(
     // a later fail dead-letters it at once.
     debug_assert!(todos.iter().all(|todo| todo.state == models::todo::TodoState::Claimed && todo.attempt >= 1));
     Ok((todos, used))
+}
+
+/// What the read first reads: every queue's status and the queue of the oldest claimable todo.
+pub(crate) struct PreRead {
+    statuses: Vec<QueueAdmission>,
+    oldest: Option<QueueIdentity>,
+}
+
+/// A read first under way for a group not yet formed (`PgStore::read_ahead`). Dropped unused, it
+/// is stopped: the reads lock nothing and count nothing, so stopping them loses nothing.
+pub(crate) struct ReadAhead(tokio::task::JoinHandle<Result<PreRead>>);
+
+impl ReadAhead {
+    /// The reads' result, or `None` when they failed (the caller reads again).
+    async fn finish(mut self) -> Option<PreRead> {
+        match (&mut self.0).await {
+            Ok(Ok(read)) => Some(read),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "read first begun ahead failed; reading again");
+                None
+            }
+            Err(error) => {
+                tracing::debug!(%error, "read first begun ahead did not finish; reading again");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -166,7 +166,7 @@ impl ClaimGroups {
         let (seat, lead) = match self.join(set, queues, member) {
             Ok(queued) => queued,
             Err(member) => {
-                store.claim_next_group(set, queues, vec![*member]).await;
+                store.claim_next_group(set, queues, vec![*member], None).await;
                 return answer.await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")));
             }
         };
@@ -246,8 +246,15 @@ struct Leading {
 impl Leading {
     /// Group claims until nobody waits, then steps down under the same lock a new claimer
     /// queues under, so no claimer is left without a leader.
+    ///
+    /// From its second group on, a leader begins the next group's read first while a group
+    /// claims (`PgStore::read_ahead`), so a set whose claims read first does not wait for that
+    /// read between its transactions. Not for the first: a lone claimer's leader serves one group
+    /// and steps down, and would only throw the read away.
     async fn lead(mut self, store: PgStore) {
         let set = self.set;
+        let mut ahead = None;
+        let mut first_group = true;
         loop {
             let (queues, members) = {
                 let mut sets = self.groups.sets();
@@ -262,7 +269,12 @@ impl Leading {
                 let members: Vec<Member> = group.waiting.drain(..taken).map(|(_, member)| member).collect();
                 (group.queues.clone(), members)
             };
-            store.claim_next_group(set, &queues, members).await;
+            let this_group = ahead.take();
+            if !first_group {
+                ahead = store.read_ahead(set, &queues);
+            }
+            store.claim_next_group(set, &queues, members, this_group).await;
+            first_group = false;
         }
         self.stepped_down = true;
     }
