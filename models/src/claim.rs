@@ -121,8 +121,10 @@ impl ClaimNextRounds {
     }
 
     /// Nothing claimable is left outside the excluded queues; `statuses` are the excluded queues'
-    /// statuses with their pending counts. A queue that has reopened since gets one more round;
-    /// otherwise the excluded queues holding pending work are the deferred list (REQ-7).
+    /// statuses with their pending counts, one for each that still has a policy. A queue that has
+    /// reopened since gets one more round, and so does one whose policy was removed since (it has
+    /// no status, and its work is claimable now); otherwise the excluded queues holding pending
+    /// work are the deferred list (REQ-7).
     ///
     /// A queue the lock refused as `admission_unavailable` stays unavailable whatever the unlocked
     /// read shows: it has not reopened (a second round would only wait on its lock again), and it
@@ -133,11 +135,17 @@ impl ClaimNextRounds {
                 queue.status.hint = unavailable_status().hint;
             }
         }
-        let reopened: Vec<&QueueIdentity> =
-            statuses.iter().filter(|q| !q.status.hint.is_deferred() && q.pending > 0).map(|q| &q.identity).collect();
+        let unbudgeted = self.excluded.iter().filter(|q| !statuses.iter().any(|status| &status.identity == *q));
+        let reopened: Vec<QueueIdentity> = statuses
+            .iter()
+            .filter(|q| !q.status.hint.is_deferred() && q.pending > 0)
+            .map(|q| &q.identity)
+            .chain(unbudgeted)
+            .cloned()
+            .collect();
         if !self.reopened && !reopened.is_empty() {
             self.reopened = true;
-            self.excluded.retain(|q| !reopened.contains(&q));
+            self.excluded.retain(|q| !reopened.contains(q));
             return Exhausted::PickAgain;
         }
         let deferred = statuses
@@ -307,6 +315,27 @@ mod tests {
         let listed: Vec<&QueueIdentity> = deferred.iter().map(|d| &d.identity).collect();
         assert_eq!(listed, vec![&queue("b")]);
         assert_eq!(deferred[0].reason, Reason::AdmissionUnavailable);
+    }
+
+    // SPEC-0030 REQ-4, REQ-7: a refused queue whose policy was removed since has no status in the
+    // final read, and its work is claimable now: it gets one more round like a reopened queue,
+    // rather than an empty answer that neither claims its work nor lists it.
+    #[test]
+    fn req4_a_refused_queue_whose_policy_was_removed_gets_one_more_round() {
+        let queues = [queue("a"), queue("b")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        rounds.refused(queue("a"), Reason::Paused);
+        rounds.exclude_deferred(vec![status_of(queue("b"), true, 1)]);
+        // Only b still has a policy.
+        let after = vec![status_of(queue("b"), true, 1)];
+        assert_eq!(rounds.exhausted(after.clone()), Exhausted::PickAgain);
+        assert_eq!(rounds.excluded(), &[queue("b")], "a is tried again, b stays excluded");
+
+        let Exhausted::Answer(ClaimNext::Empty { deferred }) = rounds.exhausted(after) else {
+            panic!("the second exhaustion answers");
+        };
+        let listed: Vec<&QueueIdentity> = deferred.iter().map(|d| &d.identity).collect();
+        assert_eq!(listed, vec![&queue("b")]);
     }
 
     // SPEC-0030 REQ-7, REQ-9: a queue the lock refused as admission_unavailable (a lock timeout)
