@@ -282,7 +282,8 @@ async fn req4_a_read_first_begun_ahead_of_its_group_keeps_the_answer_exact() {
     let first = claimed(claim().await.expect("join").expect("claim_next"));
     assert_eq!(first.todo.identity, open);
 
-    // Three groups of one, one after another: the last unit, then two claimers past the budget.
+    // Three groups of one, one after another: the window's last two units, then one claimer past
+    // the budget, whose group reads first on a read begun as the second group started.
     let holder = hold_policy_locks(&world).await;
     let mut claims = vec![claim()];
     until_a_claimer_waits_on_the_lock(&world).await;

@@ -280,11 +280,15 @@ impl PgStore {
     /// when it stood for the refusal the first pick would have met, which `rounds` then records
     /// and the counters count; otherwise nothing is recorded and the hint is dropped.
     ///
-    /// `ahead`, the same reads begun while the group before this one claimed, stands in for
-    /// reading now. It is older by at most that group's claim, which changes nothing REQ-4 relies
-    /// on: the read excludes queues and decides nothing, every claim is still decided under the
-    /// lock, and a queue it shows deferred that has opened since is tried again before the answer
-    /// (`ClaimNextRounds::exhausted` reads the excluded queues anew). Failed, it is read again.
+    /// `ahead`, the same reads begun as the group before this one started, stands in for reading
+    /// now. It is older by that group's claim, and used only while younger than
+    /// `READ_AHEAD_AGE_MAX` (a claim that waited long on the policy lock reads again). Its age
+    /// changes nothing REQ-4 relies on: the read excludes queues and decides nothing, every claim
+    /// is still decided under the lock, and a queue it shows deferred that has opened since, or
+    /// lost its policy, gets the one more round before the answer (`ClaimNextRounds::exhausted`
+    /// reads the excluded queues anew). What it can change is the refusals counted: a queue
+    /// deferred when read and open when used counts one the lock would not have met, as an
+    /// unlocked read can at any age. Failed, it is read again.
     async fn pre_read_first(
         &self,
         set: u64,
@@ -326,7 +330,10 @@ impl PgStore {
             return None;
         }
         let (store, queues) = (self.clone(), queues.to_vec());
-        Some(ReadAhead(tokio::spawn(async move { store.pre_read(&queues).await })))
+        Some(ReadAhead {
+            begun: std::time::Instant::now(),
+            task: tokio::spawn(async move { store.pre_read(&queues).await }),
+        })
     }
 
     /// The queue of the oldest claimable todo of `queues`, read without locking anything: the
@@ -840,14 +847,27 @@ pub(crate) struct PreRead {
     oldest: Option<QueueIdentity>,
 }
 
-/// A read first under way for a group not yet formed (`PgStore::read_ahead`). Dropped unused, it
-/// is stopped: the reads lock nothing and count nothing, so stopping them loses nothing.
-pub(crate) struct ReadAhead(tokio::task::JoinHandle<Result<PreRead>>);
+/// A read first under way for a group not yet formed (`PgStore::read_ahead`). Dropped unused, its
+/// task is stopped (a statement already sent still runs to its end on the server): the reads lock
+/// nothing and count nothing, so stopping them loses nothing.
+pub(crate) struct ReadAhead {
+    begun: std::time::Instant,
+    task: tokio::task::JoinHandle<Result<PreRead>>,
+}
+
+/// The oldest a read begun ahead may be when its group uses it; a group of path (c) at 16
+/// claimers takes about 6 ms, so only a claim that waited long on the policy lock makes one
+/// older.
+const READ_AHEAD_AGE_MAX: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl ReadAhead {
-    /// The reads' result, or `None` when they failed (the caller reads again).
+    /// The reads' result, or `None` when they failed or began too long ago (the caller reads
+    /// again).
     async fn finish(mut self) -> Option<PreRead> {
-        match (&mut self.0).await {
+        if self.begun.elapsed() > READ_AHEAD_AGE_MAX {
+            return None;
+        }
+        match (&mut self.task).await {
             Ok(Ok(read)) => Some(read),
             Ok(Err(error)) => {
                 tracing::debug!(%error, "read first begun ahead failed; reading again");
@@ -863,6 +883,6 @@ impl ReadAhead {
 
 impl Drop for ReadAhead {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
