@@ -23,7 +23,7 @@ async fn impatient_store(world: &World) -> engine::PgStore {
         lock_timeout: std::time::Duration::from_millis(200),
         ..PoolSettings::default()
     };
-    engine::PgStore::connect(&world.db.url, settings, std::sync::Arc::new(world.clock.clone())).await.expect("connect")
+    world.store_with(settings).await
 }
 
 // SPEC-0030 REQ-9 "A policy that cannot be evaluated"

@@ -21,7 +21,6 @@ use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
 use models::store::Store;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use support::plans::{logged_plans, scans};
 use support::{agent_world, claimed, deferred, queue_of, set_policy};
 
@@ -127,7 +126,7 @@ async fn the_generic_plan_setting_ends_with_its_claim_transaction() {
     world.push(&held, "held back").await;
     // One connection: the claims and the reads after them run on the same session.
     let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };
-    let store = PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect");
+    let store = world.store_with(settings).await;
     let server_default: String = sqlx::query_scalar("SELECT reset_val FROM pg_settings WHERE name = 'plan_cache_mode'")
         .fetch_one(store.pool())
         .await

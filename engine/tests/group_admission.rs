@@ -40,15 +40,15 @@ async fn until_a_claimer_waits_on_the_lock(world: &World) {
     panic!("no claimer waited on the policy lock");
 }
 
-/// Waits until exactly `n` claimers are queued in memory for the next group claim.
-async fn until_queued(world: &World, n: usize) {
+/// Waits until exactly `n` claimers are queued in memory in `store` for the next group claim.
+async fn until_queued(store: &engine::PgStore, n: usize) {
     for _ in 0..400 {
-        if world.store.claimers_queued() == n {
+        if store.claimers_queued() == n {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("{} claimers queued, expected {n}", world.store.claimers_queued());
+    panic!("{} claimers queued, expected {n}", store.claimers_queued());
 }
 
 /// The distinct transactions that wrote the claimed todos.
@@ -95,7 +95,7 @@ async fn leader_and_queued(
     let mut claims = claimers(world, agent, 1);
     until_a_claimer_waits_on_the_lock(world).await;
     claims.extend(claimers(world, agent, queued));
-    until_queued(world, queued).await;
+    until_queued(&world.store, queued).await;
     claims
 }
 
@@ -171,14 +171,14 @@ async fn req13_claimers_that_leave_a_group_before_their_turn_charge_nothing() {
     // The first waits in the transaction on the lock; the next queue in memory. Three leave.
     let staying = leader_and_queued(&world, &agent, 2).await;
     let leaving = claimers(&world, &agent, 3);
-    until_queued(&world, 5).await;
+    until_queued(&world.store, 5).await;
     for claim in &leaving {
         claim.abort();
     }
     for claim in leaving {
         assert!(claim.await.expect_err("aborted").is_cancelled());
     }
-    until_queued(&world, 2).await;
+    until_queued(&world.store, 2).await;
     holder.rollback().await.expect("release");
 
     for claim in staying {
@@ -270,10 +270,7 @@ async fn req4_a_read_first_begun_ahead_of_its_group_keeps_the_answer_exact() {
     // The oldest work is in the paused queue (a budget of 0), so every claim meets its refusal.
     push_n(&world, &spent, 2).await;
     push_n(&world, &open, 5).await;
-    let settings = engine::PoolSettings { claimers_per_queue_set: 1, ..engine::PoolSettings::default() };
-    let store = engine::PgStore::connect(&world.db.url, settings, std::sync::Arc::new(world.clock.clone()))
-        .await
-        .expect("connect");
+    let store = world.store_with(engine::PoolSettings { claimers_per_queue_set: 1, ..Default::default() }).await;
     let claim = || {
         let (store, agent, queues) = (store.clone(), agent.clone(), granted(&agent));
         tokio::spawn(async move { store.claim_next(&agent, &queues, 60).await })
@@ -289,13 +286,7 @@ async fn req4_a_read_first_begun_ahead_of_its_group_keeps_the_answer_exact() {
     until_a_claimer_waits_on_the_lock(&world).await;
     claims.push(claim());
     claims.push(claim());
-    for _ in 0..400 {
-        if store.claimers_queued() == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(store.claimers_queued(), 2, "two claimers wait for the groups after the first");
+    until_queued(&store, 2).await;
     holder.rollback().await.expect("release");
 
     let mut outcomes = vec![];

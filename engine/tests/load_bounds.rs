@@ -13,7 +13,6 @@ use models::admission::Reason;
 use models::error::Code;
 use models::store::Store;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 use support::{World, agent_world, charged, claimed, daily_pacific, deferred, granted, queue_of, set_policy};
 
@@ -24,7 +23,7 @@ async fn bounded_store(world: &World, claimers_per_queue_set: usize) -> PgStore 
         claimers_per_queue_set,
         ..PoolSettings::default()
     };
-    PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect")
+    world.store_with(settings).await
 }
 
 // Issue #14: "a claim that cannot get its policy lock in time fails closed or is deferred, never
@@ -105,8 +104,7 @@ async fn a_foreign_todo_is_not_found_without_waiting_for_its_lock() {
 
 /// A store on one pooled connection, so each statement runs on the connection a test ends.
 async fn one_connection_store(world: &World) -> PgStore {
-    let settings = PoolSettings { connections_max: 1, ..PoolSettings::default() };
-    PgStore::connect(&world.db.url, settings, Arc::new(world.clock.clone())).await.expect("connect")
+    world.store_with(PoolSettings { connections_max: 1, ..PoolSettings::default() }).await
 }
 
 /// The server process behind `store`'s connection.

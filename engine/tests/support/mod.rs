@@ -39,6 +39,12 @@ impl World {
         PgStore::connect(&db.url, settings, Arc::new(clock.clone())).await.expect("connect")
     }
 
+    /// Another engine instance on this world's database and clock, with its own pool settings
+    /// (one connection, short lock waits, small groups).
+    pub async fn store_with(&self, settings: PoolSettings) -> PgStore {
+        PgStore::connect(&self.db.url, settings, Arc::new(self.clock.clone())).await.expect("connect")
+    }
+
     pub async fn human(&self, name: &str) -> HumanScope {
         let (_, token) = self.store.bootstrap_human(name, false).await.expect("bootstrap human");
         self.human_scope(&token).await
