@@ -169,28 +169,34 @@ async fn req10_lowering_mid_window_refuses_until_the_next_window_and_is_audited(
 }
 
 // SPEC-0030 REQ-10: changing the window definition counts in the window the new definition
-// places the current instant in; clearing keeps the audit.
+// places the current instant in, with the claims already committed in its span (REQ-3, issue
+// #28); clearing keeps the audit.
 #[tokio::test]
 async fn req10_a_new_window_definition_counts_in_its_own_window_and_clear_keeps_the_audit() {
     let (world, agent) = agent_world(&["inbox"]).await;
-    world.clock.set(at("2026-11-30T10:30:00Z"));
+    world.clock.set(at("2026-11-30T09:50:00Z"));
     let queue = queue_of(&agent, "inbox");
     set_policy(
         &world,
         &queue,
-        json!({"max_claims_per_window": 1, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
+        json!({"max_claims_per_window": 2, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
     )
     .await;
-    push_n(&world, &queue, 3).await;
-    claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("claim"));
+    push_n(&world, &queue, 4).await;
+    claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("claim before the hour"));
+    world.clock.set(at("2026-11-30T10:30:00Z"));
+    claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("claim inside the hour"));
     let hourly = set_policy(
         &world,
         &queue,
         json!({"max_claims_per_window": 1, "window": {"period": "hour", "tz": "UTC", "start": "00:00"}}),
     )
     .await;
-    assert_eq!((hourly.status.used, hourly.status.window_start), (Some(0), Some(at("2026-11-30T10:00:00Z"))));
-    claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("the hour window is fresh"));
+    assert_eq!((hourly.status.used, hourly.status.window_start), (Some(1), Some(at("2026-11-30T10:00:00Z"))));
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("the hour is spent"));
+    assert_eq!(waiting[0].reason, Reason::WindowExhausted);
+    world.clock.set(at("2026-11-30T11:00:00Z"));
+    claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("the next hour window is fresh"));
     let actor = models::store::PolicyActor { human_id: None, endpoint_id: None };
     world.store.clear_policy(&queue, &actor).await.expect("clear");
     assert_eq!(world.store.clear_policy(&queue, &actor).await.expect_err("gone").code, Code::NotFound);

@@ -136,7 +136,7 @@ async fn check_invariants(world: &World, metered: &models::identity::QueueIdenti
     let mismatches: Vec<(chrono::DateTime<chrono::Utc>, i64, i64)> = sqlx::query_as(
         "WITH charged AS ( \
            SELECT w.window_start, w.used::bigint AS used FROM admission_windows w \
-           JOIN admission_policies p ON p.id = w.policy_id WHERE p.endpoint_id = $1 AND p.queue = 'metered'), \
+           WHERE w.endpoint_id = $1 AND w.queue = 'metered'), \
          committed AS ( \
            SELECT date_trunc('hour', a.started_at) AS window_start, count(*) AS claims FROM todo_attempts a \
            JOIN todos t ON t.id = a.todo_id WHERE t.endpoint_id = $1 AND t.queue = 'metered' GROUP BY 1) \

@@ -47,6 +47,14 @@ impl QueueIdentity {
             Owner::Endpoint(_) => None,
         }
     }
+
+    /// The owner's id, whichever kind it is: endpoint and team ids never collide (`ep_`, `tm_`),
+    /// so charges are keyed by it (`admission_windows.owner_id`).
+    pub fn owner_id(&self) -> &str {
+        match &self.owner {
+            Owner::Endpoint(id) | Owner::Team(id) => id,
+        }
+    }
 }
 
 impl fmt::Display for QueueIdentity {

@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod capacity;
+pub mod charges;
 pub mod claim;
 pub mod counters;
 pub mod error;

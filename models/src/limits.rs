@@ -14,6 +14,11 @@ use std::time::Duration;
 /// sweep.
 pub const USAGE_RETENTION_DAYS: i64 = 35;
 
+/// How long the charge ledger (units per identity and whole minute) is kept (issue #28). A policy
+/// write rebuilds the usage of the new current window from it, and the longest window is a week
+/// (169 hours across a DST fold), so eight days always cover it.
+pub const CHARGE_LEDGER_RETENTION_DAYS: i64 = 8;
+
 /// The lease reaper's default tick (`SWITCHBOARD_REAPER_INTERVAL` overrides it). It also bounds
 /// an `in_flight_full` hint (REQ-6): a lapsed lease is returned at most one tick after it lapses,
 /// so the hint adds one tick to the earliest lease expiry.

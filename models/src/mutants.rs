@@ -44,10 +44,16 @@ pub enum Mutant {
     /// Never leases a hook call again once a replica leased it, so a call whose sender crashed
     /// is never sent (SPEC-0024: the outbox loses nothing). Hooked in the model store only.
     HookLostOnCrash,
+    /// Deletes the identity's charges with its policy, so a delete and re-create refunds the
+    /// window (REQ-3: no policy change refunds; issue #28).
+    RefundOnRecreate,
+    /// A policy write leaves the new current window's counter as it finds it, so a redefinition
+    /// starts at zero although claims were committed in its span (REQ-3; issue #28).
+    RedefinitionStartsAtZero,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 15] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -61,6 +67,8 @@ impl Mutant {
         Mutant::PushWhileDeferred,
         Mutant::RingPerReplica,
         Mutant::HookLostOnCrash,
+        Mutant::RefundOnRecreate,
+        Mutant::RedefinitionStartsAtZero,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +86,8 @@ impl Mutant {
             Mutant::PushWhileDeferred => "push-while-deferred",
             Mutant::RingPerReplica => "one-ring-per-replica",
             Mutant::HookLostOnCrash => "hook-lost-on-crash",
+            Mutant::RefundOnRecreate => "refund-on-policy-recreate",
+            Mutant::RedefinitionStartsAtZero => "redefinition-starts-at-zero",
         }
     }
 
@@ -131,6 +141,18 @@ pub mod hooks {
     /// replica's pass rings again (`RingPerReplica`; REQ-8: each push is decided once).
     pub fn rings_leave_push_due() -> bool {
         active(Mutant::RingPerReplica)
+    }
+
+    /// A policy delete: whether the identity's charges go with it (`RefundOnRecreate`; REQ-3
+    /// keeps every charge through any policy change).
+    pub fn policy_delete_refunds() -> bool {
+        active(Mutant::RefundOnRecreate)
+    }
+
+    /// A policy write: whether to skip rebuilding the new current window's counter from the
+    /// ledger (`RedefinitionStartsAtZero`; REQ-3 counts the claims already in its span).
+    pub fn redefinition_starts_at_zero() -> bool {
+        active(Mutant::RedefinitionStartsAtZero)
     }
 
     /// The model's push dispatch: whether to skip asking which identities are deferred

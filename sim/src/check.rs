@@ -55,8 +55,14 @@ pub struct LedgerCheck {
     policies: BTreeMap<QueueIdentity, Policy>,
     corrupted: BTreeSet<QueueIdentity>,
     holdings: BTreeMap<String, Holding>,
-    /// Claims charged per (identity, window start), as the oracle places them.
-    charged: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
+    /// Every charged claim's commit instant per identity, in commit order: the ground truth of
+    /// REQ-3 ("usage of a window equals the claims of that identity committed in it"), kept
+    /// through every policy delete, re-create and redefinition (issue #28).
+    charges: BTreeMap<QueueIdentity, Vec<DateTime<Utc>>>,
+    /// The usage rows the store must hold, per (identity, window start), derived from `charges`
+    /// as the oracle places windows: each claim adds one to its window, and each policy write
+    /// rebuilds the new current window from the charges inside its span.
+    counters: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
     created: BTreeMap<String, QueueIdentity>,
     push: PushJudge,
     violations: Vec<String>,
@@ -72,7 +78,8 @@ impl LedgerCheck {
             policies: BTreeMap::new(),
             corrupted: BTreeSet::new(),
             holdings: BTreeMap::new(),
-            charged: BTreeMap::new(),
+            charges: BTreeMap::new(),
+            counters: BTreeMap::new(),
             created: BTreeMap::new(),
             push: PushJudge::default(),
             violations: vec![],
@@ -105,12 +112,31 @@ impl LedgerCheck {
         let in_flight = self.holdings.values().filter(|h| &h.identity == identity).count() as i64;
         let used = match (&policy.window, policy.max_claims_per_window) {
             (Some(window), Some(_)) => {
-                let (start, _) = self.oracle.window(window, at);
-                self.charged.get(&(identity.clone(), start)).copied().unwrap_or(0)
+                let span = self.oracle.window(window, at);
+                self.charged_within(identity, span)
             }
             _ => 0,
         };
         admission::decide(policy, in_flight, used) != Decision::Admit
+    }
+
+    /// REQ-3: the claims of `identity` charged within `[start, end)`, whatever policy charged them.
+    fn charged_within(&self, identity: &QueueIdentity, (start, end): (DateTime<Utc>, DateTime<Utc>)) -> i64 {
+        self.charges.get(identity).map_or(0, |at| at.iter().filter(|t| **t >= start && **t < end).count() as i64)
+    }
+
+    /// A policy write at `at`: the usage row of the window it places `at` in now counts the
+    /// claims already charged in that window's span (issue #28).
+    fn policy_set(&mut self, identity: &QueueIdentity, policy: &Policy, at: DateTime<Utc>) {
+        if let (Some(window), Some(_)) = (&policy.window, policy.max_claims_per_window) {
+            let span = self.oracle.window(window, at);
+            let units = self.charged_within(identity, span);
+            if units > 0 {
+                self.counters.insert((identity.clone(), span.0), units);
+            }
+        }
+        self.policies.insert(identity.clone(), policy.clone());
+        self.corrupted.remove(identity);
     }
 
     /// A push pass: each doorbell against the admission state and presence at its instant, and
@@ -131,10 +157,7 @@ impl LedgerCheck {
 
     fn check(&mut self, event: &Event) {
         match event {
-            Event::PolicySet { identity, policy } => {
-                self.policies.insert(identity.clone(), policy.clone());
-                self.corrupted.remove(identity);
-            }
+            Event::PolicySet { identity, policy, at } => self.policy_set(identity, policy, *at),
             Event::PolicyCleared { identity } => {
                 self.policies.remove(identity);
                 self.corrupted.remove(identity);
@@ -246,9 +269,9 @@ impl LedgerCheck {
             return;
         };
         let (start, end) = self.oracle.window(window, at);
-        let used = self.charged.entry((identity.clone(), start)).or_default();
-        *used += 1;
-        let used = *used;
+        let used = self.charged_within(identity, (start, end)) + 1;
+        self.charges.entry(identity.clone()).or_default().push(at);
+        *self.counters.entry((identity.clone(), start)).or_default() += 1;
         if used > limit {
             self.violations.push(format!(
                 "over-admission: {id} was claim {used} of window {start} on {} (limit {limit})",
@@ -290,7 +313,7 @@ impl LedgerCheck {
             counted.charged.values().sum::<u64>()
         ));
         }
-        final_state(store, identities, &self.created, &self.charged, &self.policies, &mut self.violations);
+        final_state(store, identities, &self.created, &self.counters, &self.policies, &mut self.violations);
         let inner = store.inner();
         let journal = inner.push_journal();
         let push = std::mem::take(&mut self.push);
@@ -303,7 +326,7 @@ fn final_state<S: SimStore>(
     store: &Faulty<S>,
     identities: &[QueueIdentity],
     created: &BTreeMap<String, QueueIdentity>,
-    charged: &BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
+    counters: &BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
     policies: &BTreeMap<QueueIdentity, Policy>,
     violations: &mut Vec<String>,
 ) {
@@ -334,8 +357,8 @@ fn final_state<S: SimStore>(
         }
         Err(error) => violations.push(format!("final listing failed: {error}")),
     }
-    // 2. Charging equality, window by window, against the store's usage rows; 5. no admission
-    // rows without a policy.
+    // 2. Charging equality, window by window, against the store's usage rows (kept by identity
+    // through every policy change); 5. no admission rows without a policy.
     for identity in identities {
         let detail = futures::executor::block_on(store.policy_detail(identity));
         match (policies.get(identity), detail) {
@@ -345,7 +368,7 @@ fn final_state<S: SimStore>(
             (Some(_), Ok(detail)) => {
                 let stored: BTreeMap<DateTime<Utc>, i64> = detail.windows.iter().copied().collect();
                 let oldest_listed = stored.keys().next().copied();
-                for ((charged_identity, start), count) in charged.range((identity.clone(), DateTime::<Utc>::MIN_UTC)..)
+                for ((charged_identity, start), count) in counters.range((identity.clone(), DateTime::<Utc>::MIN_UTC)..)
                 {
                     if charged_identity != identity {
                         break;
@@ -364,7 +387,7 @@ fn final_state<S: SimStore>(
                     }
                 }
                 for (start, used) in &stored {
-                    if *used > 0 && !charged.contains_key(&(identity.clone(), *start)) {
+                    if *used > 0 && !counters.contains_key(&(identity.clone(), *start)) {
                         violations.push(format!(
                             "charging: window {start} of {} charged {used} with no claim committed in it",
                             identity.queue

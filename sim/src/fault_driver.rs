@@ -370,7 +370,7 @@ fn current_policy_has_window(ledger: &[Event], identity: &QueueIdentity) -> bool
         .iter()
         .rev()
         .find_map(|e| match e {
-            Event::PolicySet { identity: i, policy } if i == identity => Some(policy.window.is_some()),
+            Event::PolicySet { identity: i, policy, .. } if i == identity => Some(policy.window.is_some()),
             Event::PolicyCleared { identity: i } if i == identity => Some(false),
             _ => None,
         })

@@ -424,8 +424,9 @@ impl<S: Store> Store for Faulty<S> {
         policy: &Policy,
         actor: &PolicyActor,
     ) -> Result<QueueAdmission> {
+        let at = self.now();
         self.guarded(Kind::Write, self.inner.set_policy(identity, policy, actor), |_, ledger| {
-            ledger.push(Event::PolicySet { identity: identity.clone(), policy: policy.clone() });
+            ledger.push(Event::PolicySet { identity: identity.clone(), policy: policy.clone(), at });
         })
         .await
     }

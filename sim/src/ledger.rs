@@ -34,9 +34,11 @@ pub enum Event {
         id: String,
         lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
     },
+    /// A policy write that committed at `at` (the store's clock).
     PolicySet {
         identity: QueueIdentity,
         policy: Policy,
+        at: chrono::DateTime<chrono::Utc>,
     },
     PolicyCleared {
         identity: QueueIdentity,

@@ -1,14 +1,16 @@
 //! The invariants every test layer checks (design.md), checked afterwards in SQL against what a
-//! run left in PostgreSQL: `admission_windows`, `todo_attempts` (one row per committed claim,
-//! closed with its outcome), `todos`, `admission_policies` and `admission_audit`.
+//! run left in PostgreSQL: `admission_windows` and `admission_charges` (the usage rows and the
+//! ledger, both kept per queue identity), `todo_attempts` (one row per committed claim, closed
+//! with its outcome), `todos`, `admission_policies` and `admission_audit`.
 //!
 //! Governing: SPEC-0030 REQ-3 (charging equality), REQ-4 (no over-admission), REQ-1 (no policy,
 //! no change), REQ-10 (every change audited), and the base queue's "nothing lost".
 //!
 //! Windows are calendar windows in a policy's zone, so which window a claim belongs to is
-//! computed here in Rust with `models::window`, never re-derived in SQL. A policy can change
-//! during a run; its history is rebuilt from `admission_audit` (each `after` value from its
-//! `at`). The audit's `at` is read before the change waits for the policy lock, so a claim that
+//! computed here in Rust with `models::window`, never re-derived in SQL. A policy can change,
+//! be deleted and be re-created during a run; each queue identity's history is rebuilt from
+//! `admission_audit` (each `after` value from its `at`, a delete as "no policy"), and the
+//! charges are judged per identity over that whole history (issue #28). The audit's `at` is read before the change waits for the policy lock, so a claim that
 //! committed up to `CheckOptions::policy_change_grace` after it may still have run under the
 //! previous version: every check takes each version "possibly in force" at an instant into
 //! account and flags only what no possible version allows. A check never needs the run to have
@@ -225,46 +227,53 @@ const SQL_CHECKS: &[(Invariant, &str, &str)] = &[
          ORDER BY t.id LIMIT $1",
     ),
 ];
-// A usage row whose policy is gone is the schema's to refuse (admission_windows.policy_id
-// references admission_policies ON DELETE CASCADE), so there is no check for it here.
 
-/// The queue identity a policy or todo belongs to: (endpoint_id, team_id, queue).
+/// The queue identity a policy, a charge or a todo belongs to: (endpoint_id, team_id, queue).
 type Identity = (Option<String>, Option<String>, String);
 
-/// One policy version and the instant from which it may have been in force. `None` is "no policy
-/// under this id" (before its creation).
+fn label(identity: &Identity) -> String {
+    match identity {
+        (Some(endpoint), _, queue) => format!("endpoint:{endpoint}/{queue}"),
+        (_, Some(team), queue) => format!("team:{team}/{queue}"),
+        (None, None, queue) => format!("?/{queue}"),
+    }
+}
+
+/// One policy version and the instant from which it may have been in force. `None` is "no policy"
+/// (before the first create, or after a delete).
 #[derive(Debug, Clone)]
 struct Version {
     from: DateTime<Utc>,
     policy: Option<Policy>,
 }
 
-struct PolicyHistory {
-    id: String,
+/// The policy history of one queue identity, across every delete and re-create (issue #28: the
+/// charges belong to the identity, not to a policy row).
+struct History {
     identity: Identity,
     /// Oldest first; the first is always "no policy yet".
     versions: Vec<Version>,
 }
 
-impl PolicyHistory {
+impl History {
     /// Versions that may have been in force at `t`: version i from its `from` until the next
     /// version's `from` plus the grace.
     fn possible_at(&self, t: DateTime<Utc>, grace: &CheckOptions) -> Vec<&Option<Policy>> {
-        self.possible_during(t, t + Duration::microseconds(1), grace)
-    }
-
-    /// Versions that may have been in force at some instant of `[start, end)`.
-    fn possible_during(&self, start: DateTime<Utc>, end: DateTime<Utc>, grace: &CheckOptions) -> Vec<&Option<Policy>> {
         self.versions
             .iter()
             .enumerate()
             .filter(|(i, v)| {
                 let grace = if *i == 0 { grace.policy_creation_grace } else { grace.policy_change_grace };
                 let until = self.versions.get(i + 1).map(|next| next.from + grace);
-                v.from < end && until.is_none_or(|until| until > start)
+                v.from <= t && until.is_none_or(|until| until > t)
             })
             .map(|(_, v)| &v.policy)
             .collect()
+    }
+
+    /// Every charging window definition the identity ever had.
+    fn windows(&self) -> impl Iterator<Item = &models::window::WindowSpec> {
+        self.versions.iter().filter_map(|v| v.policy.as_ref().filter(|p| p.charges())?.window.as_ref())
     }
 }
 
@@ -275,25 +284,54 @@ struct Attempt {
     ended_at: Option<DateTime<Utc>>,
 }
 
-/// (1), (2), (3), (5), and the audit trail.
+/// What the store holds for one identity: its usage rows and its ledger (`models::charges`).
+#[derive(Default)]
+struct Stored {
+    /// `admission_windows`: units per window start.
+    windows: BTreeMap<DateTime<Utc>, i64>,
+    /// `admission_charges`: units per whole minute.
+    ledger: BTreeMap<DateTime<Utc>, i64>,
+}
+
+/// (1), (2), (3), (5), and the audit trail, per queue identity over its whole history.
 async fn admission_checks(
     pool: &PgPool,
     options: &CheckOptions,
     report: &mut InvariantReport,
 ) -> Result<(), sqlx::Error> {
-    let grace = options;
-    let histories = policy_histories(pool, report).await?;
+    let histories = histories(pool, report).await?;
     report.policies = histories.len();
-    let windows: Vec<(String, DateTime<Utc>, i32)> =
-        sqlx::query_as("SELECT policy_id, window_start, used FROM admission_windows ORDER BY policy_id, window_start")
+    let mut stored: BTreeMap<Identity, Stored> = BTreeMap::new();
+    type UsageRow = (Option<String>, Option<String>, String, DateTime<Utc>, i32);
+    let windows: Vec<UsageRow> =
+        sqlx::query_as("SELECT endpoint_id, team_id, queue, window_start, used FROM admission_windows")
             .fetch_all(pool)
             .await?;
+    for (endpoint_id, team_id, queue, start, used) in windows {
+        stored.entry((endpoint_id, team_id, queue)).or_default().windows.insert(start, i64::from(used));
+    }
+    let ledger: Vec<UsageRow> =
+        sqlx::query_as("SELECT endpoint_id, team_id, queue, minute, units FROM admission_charges")
+            .fetch_all(pool)
+            .await?;
+    for (endpoint_id, team_id, queue, minute, units) in ledger {
+        stored.entry((endpoint_id, team_id, queue)).or_default().ledger.insert(minute, i64::from(units));
+    }
+    for identity in stored.keys().filter(|identity| !histories.iter().any(|h| &h.identity == *identity)) {
+        report.violate(
+            Invariant::NoPolicyNoChange,
+            format!("{}: charges stored for an identity that never had a policy", label(identity)),
+        );
+    }
     for history in &histories {
         let attempts = attempts_of(pool, &history.identity).await?;
-        let used: BTreeMap<DateTime<Utc>, i64> =
-            windows.iter().filter(|w| w.0 == history.id).map(|w| (w.1, i64::from(w.2))).collect();
-        charging_and_budget(history, &attempts, &used, grace, report);
-        in_flight(history, &attempts, grace, report);
+        let empty = Stored::default();
+        let stored = stored.get(&history.identity).unwrap_or(&empty);
+        let placed = place_claims(history, &attempts, options, report);
+        ledger_equality(history, &placed, &stored.ledger, report);
+        usage_rows(history, &placed, stored, options, report);
+        ranks_within_limit(history, &placed, options, report);
+        in_flight(history, &attempts, options, report);
     }
     Ok(())
 }
@@ -301,7 +339,6 @@ async fn admission_checks(
 /// One row of `admission_policies`, as stored.
 #[derive(sqlx::FromRow)]
 struct PolicyRow {
-    id: String,
     endpoint_id: Option<String>,
     team_id: Option<String>,
     queue: String,
@@ -314,56 +351,89 @@ struct PolicyRow {
     created_at: DateTime<Utc>,
 }
 
-/// Every policy's versions: from its audit records, or from the row itself when it has none.
-async fn policy_histories(pool: &PgPool, report: &mut InvariantReport) -> Result<Vec<PolicyHistory>, sqlx::Error> {
+/// One `admission_audit` record.
+#[derive(sqlx::FromRow)]
+struct AuditRow {
+    endpoint_id: Option<String>,
+    team_id: Option<String>,
+    queue: String,
+    action: String,
+    after: Option<Value>,
+    at: DateTime<Utc>,
+}
+
+/// Every identity's versions, from its audit records (create, update, delete), each checked
+/// against the stored row (REQ-10); an identity whose policy has no audit gets the row itself
+/// from its creation.
+async fn histories(pool: &PgPool, report: &mut InvariantReport) -> Result<Vec<History>, sqlx::Error> {
     let rows: Vec<PolicyRow> = sqlx::query_as(
-        "SELECT id, endpoint_id, team_id, queue, max_in_flight, max_claims_per_window, window_period, window_tz, \
-           window_start, window_weekday, created_at FROM admission_policies ORDER BY id",
+        "SELECT endpoint_id, team_id, queue, max_in_flight, max_claims_per_window, window_period, window_tz, \
+           window_start, window_weekday, created_at FROM admission_policies",
     )
     .fetch_all(pool)
     .await?;
-    let audit: Vec<(String, String, Option<Value>, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT policy_id, action, after, at FROM admission_audit WHERE action IN ('create', 'update') ORDER BY at, id",
-    )
-    .fetch_all(pool)
-    .await?;
-    let mut histories = Vec::with_capacity(rows.len());
+    let audit: Vec<AuditRow> =
+        sqlx::query_as("SELECT endpoint_id, team_id, queue, action, after, at FROM admission_audit ORDER BY at, id")
+            .fetch_all(pool)
+            .await?;
+    let mut versions: BTreeMap<Identity, Vec<Version>> = BTreeMap::new();
+    for record in audit {
+        let identity = (record.endpoint_id, record.team_id, record.queue);
+        let policy = match (record.action.as_str(), record.after.as_ref().map(Policy::from_request)) {
+            ("delete", _) => None,
+            (_, Some(Ok(policy))) => Some(policy),
+            _ => {
+                report.violate(
+                    Invariant::AuditTrail,
+                    format!("{}: audit record at {} has no valid after", label(&identity), record.at),
+                );
+                continue;
+            }
+        };
+        versions.entry(identity).or_default().push(Version { from: record.at, policy });
+    }
+    let mut stored_rows: BTreeMap<Identity, PolicyRow> = BTreeMap::new();
     for row in rows {
-        let stored = Policy::from_stored(
-            row.max_in_flight,
-            row.max_claims_per_window,
-            row.window_period.as_deref(),
-            row.window_tz.as_deref(),
-            row.window_start.as_deref(),
-            row.window_weekday.as_deref(),
-        );
-        let PolicyRow { id, endpoint_id, team_id, queue, created_at, .. } = row;
-        let mut versions = vec![Version { from: DateTime::<Utc>::MIN_UTC, policy: None }];
-        for (_, _, after, at) in audit.iter().filter(|a| a.0 == id) {
-            match after.as_ref().map(Policy::from_request) {
-                Some(Ok(policy)) => versions.push(Version { from: *at, policy: Some(policy) }),
-                _ => report
-                    .violate(Invariant::AuditTrail, format!("policy {id}: audit record at {at} has no valid after")),
+        stored_rows.insert((row.endpoint_id.clone(), row.team_id.clone(), row.queue.clone()), row);
+    }
+    let identities: BTreeSet<Identity> = versions.keys().chain(stored_rows.keys()).cloned().collect();
+    let mut histories = Vec::with_capacity(identities.len());
+    for identity in identities {
+        let mut trail = vec![Version { from: DateTime::<Utc>::MIN_UTC, policy: None }];
+        trail.extend(versions.remove(&identity).unwrap_or_default());
+        let name = label(&identity);
+        match (stored_rows.get(&identity), trail.last().and_then(|v| v.policy.as_ref())) {
+            (None, Some(_)) => report.violate(Invariant::AuditTrail, format!("{name}: audited policy is not stored")),
+            (None, None) => {}
+            (Some(row), last) => {
+                let stored = Policy::from_stored(
+                    row.max_in_flight,
+                    row.max_claims_per_window,
+                    row.window_period.as_deref(),
+                    row.window_tz.as_deref(),
+                    row.window_start.as_deref(),
+                    row.window_weekday.as_deref(),
+                );
+                match (&stored, last) {
+                    (Err(problem), _) => {
+                        report.violate(Invariant::AuditTrail, format!("{name}: stored row invalid: {problem}"))
+                    }
+                    (Ok(_), None) if trail.len() > 1 => {
+                        report.violate(Invariant::AuditTrail, format!("{name}: stored policy after its audited delete"))
+                    }
+                    (Ok(_), None) => {
+                        report.violate(Invariant::AuditTrail, format!("{name}: policy has no audit record"));
+                        trail.push(Version { from: row.created_at, policy: stored.clone().ok() });
+                    }
+                    (Ok(row), Some(last)) if row != last => report.violate(
+                        Invariant::AuditTrail,
+                        format!("{name}: stored {} but the last audit says {}", row.to_json(), last.to_json()),
+                    ),
+                    _ => {}
+                }
             }
         }
-        match (&stored, versions.last()) {
-            (Err(problem), _) => {
-                report.violate(Invariant::AuditTrail, format!("policy {id}: stored row invalid: {problem}"))
-            }
-            (Ok(_), Some(Version { policy: None, .. })) => {
-                report.violate(Invariant::AuditTrail, format!("policy {id} on {queue} has no audit record"));
-            }
-            (Ok(row), Some(Version { policy: Some(last), .. })) if row != last => report.violate(
-                Invariant::AuditTrail,
-                format!("policy {id}: stored {} but the last audit says {}", row.to_json(), last.to_json()),
-            ),
-            _ => {}
-        }
-        if versions.len() == 1 {
-            // No usable audit: the row as it stands, from its creation.
-            versions.push(Version { from: created_at, policy: stored.ok() });
-        }
-        histories.push(PolicyHistory { id, identity: (endpoint_id, team_id, queue), versions });
+        histories.push(History { identity, versions: trail });
     }
     Ok(histories)
 }
@@ -392,134 +462,164 @@ fn charged_window(policy: &Option<Policy>, t: DateTime<Utc>) -> Option<DateTime<
     policy.window.as_ref().map(|w| w.window_start(t))
 }
 
-/// (1) used ∈ [claims surely charged to the window, claims possibly charged to it], exactly equal
-/// when no policy change is near; (2) used, and each surely charged claim's rank in its window,
-/// within the largest window limit possibly in force; (5) no usage where no charging version was.
-fn charging_and_budget(
-    history: &PolicyHistory,
-    attempts: &[Attempt],
-    used: &BTreeMap<DateTime<Utc>, i64>,
+/// Where each committed claim is charged: `sure` (every version possibly in force at its commit
+/// charges it to the same window), with that window's start, in commit order; `maybe` (a policy
+/// change is too near to tell whether or where), with every window it may be charged to.
+struct Placed<'a> {
+    sure: Vec<(&'a Attempt, DateTime<Utc>)>,
+    maybe: Vec<(&'a Attempt, BTreeSet<DateTime<Utc>>)>,
+}
+
+fn place_claims<'a>(
+    history: &History,
+    attempts: &'a [Attempt],
     grace: &CheckOptions,
     report: &mut InvariantReport,
+) -> Placed<'a> {
+    let mut placed = Placed { sure: vec![], maybe: vec![] };
+    for attempt in attempts {
+        let targets: BTreeSet<Option<DateTime<Utc>>> = history
+            .possible_at(attempt.started_at, grace)
+            .iter()
+            .map(|p| charged_window(p, attempt.started_at))
+            .collect();
+        match (targets.len(), targets.first()) {
+            (1, Some(Some(window))) => placed.sure.push((attempt, *window)),
+            (1, _) => {}
+            _ => {
+                report.claims_ambiguous += 1;
+                placed.maybe.push((attempt, targets.into_iter().flatten().collect()));
+            }
+        }
+    }
+    placed
+}
+
+/// (1) The ledger holds one unit per charged claim in the minute it committed: per minute, the
+/// units lie between the claims surely charged then and those possibly charged; (5) none where
+/// no charging version was possibly in force.
+fn ledger_equality(
+    history: &History,
+    placed: &Placed,
+    ledger: &BTreeMap<DateTime<Utc>, i64>,
+    report: &mut InvariantReport,
 ) {
-    let (sure, maybe) = place_claims(history, attempts, grace, report);
-    let starts: BTreeSet<DateTime<Utc>> = used.keys().chain(sure.keys()).chain(maybe.keys()).copied().collect();
-    for start in starts {
-        report.windows_checked += 1;
-        let charged = used.get(&start).copied().unwrap_or(0);
-        let surely = sure.get(&start).map_or(0, |v| v.len() as i64);
-        let possibly = surely + maybe.get(&start).copied().unwrap_or(0);
-        if charged < surely || charged > possibly {
+    let mut sure: BTreeMap<DateTime<Utc>, i64> = BTreeMap::new();
+    let mut maybe: BTreeMap<DateTime<Utc>, i64> = BTreeMap::new();
+    for (attempt, _) in &placed.sure {
+        *sure.entry(charge_minute(attempt.started_at)).or_default() += 1;
+    }
+    for (attempt, _) in &placed.maybe {
+        *maybe.entry(charge_minute(attempt.started_at)).or_default() += 1;
+    }
+    let minutes: BTreeSet<DateTime<Utc>> = ledger.keys().chain(sure.keys()).chain(maybe.keys()).copied().collect();
+    for minute in minutes {
+        let units = ledger.get(&minute).copied().unwrap_or(0);
+        let surely = sure.get(&minute).copied().unwrap_or(0);
+        let possibly = surely + maybe.get(&minute).copied().unwrap_or(0);
+        if units > 0 && possibly == 0 {
+            report.violate(
+                Invariant::NoPolicyNoChange,
+                format!(
+                    "{}: {units} units in the ledger at {minute} with no charging policy in force",
+                    label(&history.identity)
+                ),
+            );
+        } else if units < surely || units > possibly {
             report.violate(
                 Invariant::ChargingEquality,
                 format!(
-                    "policy {} window {start}: used {charged}, claims committed in it {surely}{}",
-                    history.id,
+                    "{}: ledger minute {minute} holds {units} units, claims charged in it {surely}{}",
+                    label(&history.identity),
                     if possibly > surely { format!("..{possibly}") } else { String::new() }
                 ),
             );
         }
-        window_within_limit(history, start, charged, grace, report);
-        ranks_within_limit(history, start, sure.get(&start).map_or(&[], Vec::as_slice), grace, report);
     }
 }
 
-/// The windows each claim is charged to: surely (every version possibly in force at its commit
-/// charges it to the same window), or possibly (a policy change is too near to tell), by window
-/// start. Claims no version charges are in neither.
-#[allow(clippy::type_complexity)]
-fn place_claims<'a>(
-    history: &PolicyHistory,
-    attempts: &'a [Attempt],
-    grace: &CheckOptions,
-    report: &mut InvariantReport,
-) -> (BTreeMap<DateTime<Utc>, Vec<&'a Attempt>>, BTreeMap<DateTime<Utc>, i64>) {
-    let mut sure: BTreeMap<DateTime<Utc>, Vec<&Attempt>> = BTreeMap::new();
-    let mut maybe: BTreeMap<DateTime<Utc>, i64> = BTreeMap::new();
-    for attempt in attempts {
-        let possible = history.possible_at(attempt.started_at, grace);
-        let targets: BTreeSet<Option<DateTime<Utc>>> =
-            possible.iter().map(|p| charged_window(p, attempt.started_at)).collect();
-        match (targets.len(), targets.first()) {
-            (1, Some(Some(window))) => sure.entry(*window).or_default().push(attempt),
-            (1, _) => {}
-            _ => {
-                report.claims_ambiguous += 1;
-                for window in targets.into_iter().flatten() {
-                    *maybe.entry(window).or_default() += 1;
-                }
+/// (1) Each usage row against the claims: at least those surely charged to its window, plus,
+/// when a policy write placed `now` in it, those charged in its span before the write (the
+/// rebuild of issue #28); at most the ledger's units in its span. (5) A row at a start no
+/// charging definition has.
+fn usage_rows(history: &History, placed: &Placed, stored: &Stored, grace: &CheckOptions, report: &mut InvariantReport) {
+    let name = label(&history.identity);
+    let charged_in = |from: DateTime<Utc>, until: DateTime<Utc>| {
+        placed.sure.iter().filter(|(a, _)| a.started_at >= from && a.started_at < until).count() as i64
+    };
+    let mut starts: BTreeSet<DateTime<Utc>> = stored.windows.keys().copied().collect();
+    starts.extend(placed.sure.iter().map(|(_, start)| *start));
+    for start in starts {
+        report.windows_checked += 1;
+        let used = stored.windows.get(&start).copied().unwrap_or(0);
+        let ends: Vec<DateTime<Utc>> = history
+            .windows()
+            .map(|w| w.window_containing(start))
+            .filter(|(s, _)| *s == start)
+            .map(|(_, end)| end)
+            .collect();
+        let Some(end) = ends.iter().max().copied() else {
+            let invariant = if history.windows().next().is_none() {
+                Invariant::NoPolicyNoChange
+            } else {
+                Invariant::ChargingEquality
+            };
+            report.violate(
+                invariant,
+                format!("{name}: usage row at {start} (used {used}), a start no window limit of it has"),
+            );
+            continue;
+        };
+        let placed_here = |after: DateTime<Utc>| {
+            placed.sure.iter().filter(|(a, s)| *s == start && a.started_at >= after).count() as i64
+        };
+        let mut lower = placed_here(DateTime::<Utc>::MIN_UTC);
+        for version in history.versions.iter().skip(1) {
+            let Some(window) = version.policy.as_ref().filter(|p| p.charges()).and_then(|p| p.window.as_ref()) else {
+                continue;
+            };
+            if window.window_start(version.from) == start {
+                let before = charged_in(start, version.from - grace.policy_change_grace);
+                lower = lower.max(before + placed_here(version.from + grace.policy_change_grace));
             }
         }
-    }
-    (sure, maybe)
-}
-
-/// (2) and (5) for the window starting at `start`, which was charged `charged`: against every
-/// charging version possibly in force during the window.
-fn window_within_limit(
-    history: &PolicyHistory,
-    start: DateTime<Utc>,
-    charged: i64,
-    grace: &CheckOptions,
-    report: &mut InvariantReport,
-) {
-    // Two versions can have windows starting at the same instant (an hour window and a day
-    // window both at :30): the window lasts until the latest of their ends, or a later version's
-    // limit would be missed.
-    let end = history
-        .versions
-        .iter()
-        .filter_map(|v| v.policy.as_ref()?.window)
-        .map(|w| w.window_containing(start))
-        .filter(|(s, _)| *s == start)
-        .map(|(_, end)| end)
-        .max()
-        .unwrap_or(start + Duration::days(8));
-    let limits: Vec<i64> = history
-        .possible_during(start, end, grace)
-        .into_iter()
-        .filter_map(|p| p.as_ref().filter(|p| p.charges())?.max_claims_per_window)
-        .collect();
-    match limits.iter().max() {
-        None if charged > 0 => report.violate(
-            Invariant::NoPolicyNoChange,
-            format!(
-                "policy {} window {start}: used {charged} while no version with a window limit was in force",
-                history.id
-            ),
-        ),
-        Some(limit) if charged > *limit => report.violate(
-            Invariant::WindowBudget,
-            format!("policy {} window {start}: used {charged} > max_claims_per_window {limit}", history.id),
-        ),
-        _ => {}
+        let upper = ledger_units_within(&stored.ledger, start, end);
+        if used < lower || used > upper {
+            report.violate(
+                Invariant::ChargingEquality,
+                format!("{name}: window {start}: used {used}, claims committed in it {lower}, ledger units in its span {upper}"),
+            );
+        }
     }
 }
 
-/// (2) for each claim surely charged to the window at `start`, in commit order: its rank within
-/// the largest window limit possibly in force at its commit.
-fn ranks_within_limit(
-    history: &PolicyHistory,
-    start: DateTime<Utc>,
-    surely: &[&Attempt],
-    grace: &CheckOptions,
-    report: &mut InvariantReport,
-) {
-    for (rank, attempt) in surely.iter().enumerate() {
+fn ledger_units_within(ledger: &BTreeMap<DateTime<Utc>, i64>, start: DateTime<Utc>, end: DateTime<Utc>) -> i64 {
+    models::charges::units_within(ledger.iter().map(|(minute, units)| (*minute, *units)), start, end)
+}
+
+fn charge_minute(at: DateTime<Utc>) -> DateTime<Utc> {
+    models::charges::charge_minute(at)
+}
+
+/// (2) Each claim surely charged, in commit order: the claims surely charged in its window's span
+/// up to it, itself included and whatever definition charged them, within the largest window
+/// limit possibly in force at its commit (REQ-3: usage of a window is the claims committed in
+/// it, across every policy change).
+fn ranks_within_limit(history: &History, placed: &Placed, grace: &CheckOptions, report: &mut InvariantReport) {
+    for (index, (attempt, start)) in placed.sure.iter().enumerate() {
         let limit = history
             .possible_at(attempt.started_at, grace)
             .into_iter()
             .filter_map(|p| p.as_ref().filter(|p| p.charges())?.max_claims_per_window)
             .max();
-        if let Some(limit) = limit
-            && rank as i64 + 1 > limit
-        {
+        let Some(limit) = limit else { continue };
+        let rank = placed.sure[..=index].iter().filter(|(a, _)| a.started_at >= *start).count() as i64;
+        if rank > limit {
             report.violate(
                 Invariant::WindowBudget,
                 format!(
-                    "policy {} window {start}: claim {} of todo {} (attempt {}) at {} with max_claims_per_window {limit}",
-                    history.id,
-                    rank + 1,
+                    "{} window {start}: claim {rank} of todo {} (attempt {}) at {} with max_claims_per_window {limit}",
+                    label(&history.identity),
                     attempt.todo_id,
                     attempt.seq,
                     attempt.started_at
@@ -533,7 +633,7 @@ fn ranks_within_limit(
 /// of the identity open at that instant, itself included, never exceed the largest
 /// `max_in_flight` possibly in force. A takeover closes the lapsed claim at its own start, so the
 /// replaced claim does not count, as REQ-4 says.
-fn in_flight(history: &PolicyHistory, attempts: &[Attempt], grace: &CheckOptions, report: &mut InvariantReport) {
+fn in_flight(history: &History, attempts: &[Attempt], grace: &CheckOptions, report: &mut InvariantReport) {
     for attempt in attempts {
         let possible = history.possible_at(attempt.started_at, grace);
         let caps: Option<Vec<i64>> = possible.iter().map(|p| p.as_ref().and_then(|p| p.max_in_flight)).collect();
@@ -546,8 +646,10 @@ fn in_flight(history: &PolicyHistory, attempts: &[Attempt], grace: &CheckOptions
             report.violate(
                 Invariant::InFlightCap,
                 format!(
-                    "policy {}: claim of todo {} (attempt {}) at {t} committed with {open} in flight, max_in_flight {cap}",
-                    history.id, attempt.todo_id, attempt.seq
+                    "{}: claim of todo {} (attempt {}) at {t} committed with {open} in flight, max_in_flight {cap}",
+                    label(&history.identity),
+                    attempt.todo_id,
+                    attempt.seq
                 ),
             );
         }

@@ -59,7 +59,7 @@ pub enum TraceEvent {
         verb: EndVerb,
         reply: ReplySummary,
     },
-    /// The owner replaced a queue's policy over the operator API.
+    /// The owner replaced a queue's policy over the operator API (`policy` null: deleted it).
     OwnerWrite {
         queue: String,
         policy: Value,
@@ -141,6 +141,19 @@ impl TraceEvent {
         }
     }
 
+    /// Whether an owner's policy write was refused (4xx). A DELETE answered 404 is not: its
+    /// first attempt may have committed before a lost acknowledgement made the owner retry.
+    pub fn owner_write_refused(&self) -> bool {
+        match self {
+            TraceEvent::OwnerWrite { policy: Value::Null, reply: Heard::Answer(answer), .. }
+                if answer.status == 404 =>
+            {
+                false
+            }
+            _ => self.owner_write_status().is_some_and(|status| (400..500).contains(&status)),
+        }
+    }
+
     /// The HTTP status of an owner's policy write that was answered.
     pub fn owner_write_status(&self) -> Option<u16> {
         match self {
@@ -168,6 +181,7 @@ impl fmt::Display for TraceEvent {
             Heartbeat(reply) => write!(f, "heartbeat -> {reply}"),
             Abandoned => write!(f, "abandons its claim"),
             Ended { verb, reply } => write!(f, "{} -> {reply}", verb.as_str()),
+            OwnerWrite { queue, policy: Value::Null, reply } => write!(f, "DELETE {queue} -> {reply}"),
             OwnerWrite { queue, policy, reply } => write!(f, "PUT {queue} {policy} -> {reply}"),
             TodoPushed { title, queue, reply } => write!(f, "push {title} to {queue} -> {reply}"),
             Delivery { delivery, reply } => write!(f, "deliver {delivery} -> {reply}"),

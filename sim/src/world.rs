@@ -465,7 +465,7 @@ impl<S: SimStore> World<S> {
         violations.extend(
             trace_lines
                 .iter()
-                .filter(|line| line.event.owner_write_status().is_some_and(|status| (400..500).contains(&status)))
+                .filter(|line| line.event.owner_write_refused())
                 .map(|line| format!("the owner's valid policy was refused: {line}")),
         );
         violations.extend(self.store.inner().final_check());

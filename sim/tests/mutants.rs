@@ -22,6 +22,11 @@ fn the_harness_catches_seeded_bugs_of_each_kind() {
         (Mutant::PushWhileDeferred, Judge::Invariants),
         (Mutant::RingPerReplica, Judge::Invariants),
         (Mutant::HookLostOnCrash, Judge::Invariants),
+        // Issue #28: a charge belongs to the queue identity. A policy delete that takes the
+        // charges with it, and a redefinition that starts the new window at zero, are caught by
+        // the per-identity charging judges (ledger and SQL).
+        (Mutant::RefundOnRecreate, Judge::Invariants),
+        (Mutant::RedefinitionStartsAtZero, Judge::Invariants),
     ] {
         match hunt(mutant, 8) {
             Hunt::Caught { after_seeds, judge: found, how } => {

@@ -242,8 +242,9 @@ async fn sql_invariants_detect_a_charge_on_a_policy_without_a_window_limit() {
     let fixture = Fixture::new().await;
     fixture
         .expect_detected(
-            "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \
-             SELECT id, date_trunc('hour', now()), 1, now() FROM admission_policies WHERE queue = 'capped'",
+            "INSERT INTO admission_windows (endpoint_id, team_id, queue, window_start, used, updated_at) \
+             SELECT endpoint_id, team_id, queue, date_trunc('hour', now()), 1, now() FROM admission_policies \
+             WHERE queue = 'capped'",
             Invariant::NoPolicyNoChange,
         )
         .await;

@@ -81,8 +81,9 @@ pub async fn spend_budgets(store: &PgStore, endpoint_id: &str, queues: &[String]
         store.set_policy(&QueueIdentity::endpoint(endpoint_id, queue), &spent, &nobody()).await.expect("policy");
     }
     sqlx::query(
-        "INSERT INTO admission_windows (policy_id, window_start, used, updated_at) \
-         SELECT id, date_trunc('day', now()), 1, now() FROM admission_policies WHERE max_claims_per_window = 1",
+        "INSERT INTO admission_windows (endpoint_id, team_id, queue, window_start, used, updated_at) \
+         SELECT endpoint_id, team_id, queue, date_trunc('day', now()), 1, now() FROM admission_policies \
+         WHERE max_claims_per_window = 1",
     )
     .execute(store.pool())
     .await

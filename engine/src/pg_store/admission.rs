@@ -3,12 +3,12 @@
 
 use super::rows::{PolicyLimitsRow, PolicyRow, identity_of};
 use super::sql::{Binds, identity_filter};
-use super::{PgStore, db_error, finish};
+use super::{PgStore, db_error, finish, mutant_hooks};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Observation, Policy};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
-use models::limits::{DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
+use models::limits::{CHARGE_LEDGER_RETENTION_DAYS, DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
 use models::scope::Reach;
 use models::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
 use serde_json::Value;
@@ -101,23 +101,28 @@ impl PgStore {
     /// A row that does not validate is `admission_unavailable` (REQ-9).
     async fn evaluate_rows(&self, rows: Vec<PolicyRow>) -> Result<Vec<QueueAdmission>> {
         let policies: Vec<std::result::Result<Policy, String>> = rows.iter().map(|row| row.limits.evaluate()).collect();
-        let mut keys: (Vec<String>, Vec<DateTime<Utc>>) = (vec![], vec![]);
+        // Usage is the identity's, whatever policy row charged it (issue #28).
+        let mut keys = UsageKeys::default();
         for (row, policy) in rows.iter().zip(&policies) {
             if let Ok(Policy { window: Some(window), .. }) = policy {
-                keys.0.push(row.id.clone());
-                keys.1.push(window.window_start(row.now));
+                keys.policy_ids.push(&row.id);
+                keys.owner_ids.push(row.endpoint_id.as_deref().or(row.team_id.as_deref()).unwrap_or_default());
+                keys.queues.push(&row.queue);
+                keys.window_starts.push(window.window_start(row.now));
             }
         }
-        let usage: Vec<(String, i32)> = if keys.0.is_empty() {
+        let usage: Vec<(String, i32)> = if keys.policy_ids.is_empty() {
             vec![]
         } else {
             sqlx::query_as(
-                "SELECT w.policy_id, w.used FROM admission_windows w \
-                 JOIN unnest($1::text[], $2::timestamptz[]) AS k (policy_id, window_start) \
-                   ON w.policy_id = k.policy_id AND w.window_start = k.window_start",
+                "SELECT k.policy_id, w.used FROM admission_windows w \
+                 JOIN unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS k (policy_id, owner_id, queue, window_start) \
+                   ON w.owner_id = k.owner_id AND w.queue = k.queue AND w.window_start = k.window_start",
             )
-            .bind(&keys.0)
-            .bind(&keys.1)
+            .bind(&keys.policy_ids)
+            .bind(&keys.owner_ids)
+            .bind(&keys.queues)
+            .bind(&keys.window_starts)
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?
@@ -163,9 +168,11 @@ impl PgStore {
             .pop()
             .ok_or_else(Error::not_found)?;
         let windows: Vec<(DateTime<Utc>, i32)> = sqlx::query_as(
-            "SELECT window_start, used FROM admission_windows WHERE policy_id = $1 ORDER BY window_start DESC LIMIT $2",
+            "SELECT window_start, used FROM admission_windows WHERE owner_id = $1 AND queue = $2 \
+             ORDER BY window_start DESC LIMIT $3",
         )
-        .bind(&admission.policy_id)
+        .bind(identity.owner_id())
+        .bind(&identity.queue)
         .bind(DETAIL_WINDOWS_MAX)
         .fetch_all(&self.pool)
         .await
@@ -219,6 +226,11 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(db_error)?;
+            if let Some(window) = policy.charged_window(now)
+                && !mutant_hooks::redefinition_starts_at_zero()
+            {
+                recount_window(&mut tx, identity, window, now).await?;
+            }
             let action = if before.is_some() { "update" } else { "create" };
             audit(&mut tx, &id, identity, actor, action, before, Some(policy.to_json()), now).await?;
             tracing::info!(queue = %identity, action, "admission policy saved");
@@ -249,6 +261,7 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(db_error)?;
+            mutant_hooks::after_policy_delete(&mut tx, identity).await?;
             audit(&mut tx, &id, identity, actor, "delete", Some(before), None, now).await?;
             tracing::info!(queue = %identity, "admission policy cleared");
             Ok(())
@@ -272,17 +285,61 @@ impl PgStore {
         Ok(rows.into_iter().map(AuditRow::into_record).collect())
     }
 
-    /// Drops usage rows older than the retention; recent windows stay readable.
+    /// Drops usage rows older than the retention (recent windows stay readable) and ledger rows
+    /// older than the longest window needs (`CHARGE_LEDGER_RETENTION_DAYS`). Counts the usage rows.
     pub(crate) async fn prune_usage_tx(&self) -> Result<u64> {
-        let cutoff = self.clock.now() - Duration::days(USAGE_RETENTION_DAYS);
+        let now = self.clock.now();
         let pruned = sqlx::query("DELETE FROM admission_windows WHERE window_start < $1")
-            .bind(cutoff)
+            .bind(now - Duration::days(USAGE_RETENTION_DAYS))
             .execute(&self.pool)
             .await
             .map_err(db_error)?
             .rows_affected();
+        sqlx::query("DELETE FROM admission_charges WHERE minute < $1")
+            .bind(now - Duration::days(CHARGE_LEDGER_RETENTION_DAYS))
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
         Ok(pruned)
     }
+}
+
+/// Issue #28: the counter of `window` (the one the policy just written places `now` in) rebuilt
+/// from the ledger, so it counts every charge committed in its span, under whatever definition
+/// made it. Runs under the policy lock, so no claim of the identity charges meanwhile. A span
+/// with no charge writes no row, as a claim would not have.
+async fn recount_window(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    identity: &QueueIdentity,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    now: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO admission_windows AS w (endpoint_id, team_id, queue, window_start, used, updated_at) \
+         SELECT $1, $2, $3, $4, sum(c.units), $6 FROM admission_charges c \
+         WHERE c.owner_id = coalesce($1, $2) AND c.queue = $3 AND c.minute >= $4 AND c.minute < $5 \
+         HAVING sum(c.units) > 0 \
+         ON CONFLICT (owner_id, queue, window_start) DO UPDATE SET used = EXCLUDED.used, updated_at = EXCLUDED.updated_at",
+    )
+    .bind(identity.endpoint_id())
+    .bind(identity.team_id())
+    .bind(&identity.queue)
+    .bind(start)
+    .bind(end)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// The usage rows a status read looks up, one per policy with a window, by column.
+#[derive(Default)]
+struct UsageKeys<'a> {
+    policy_ids: Vec<&'a str>,
+    owner_ids: Vec<&'a str>,
+    queues: Vec<&'a str>,
+    window_starts: Vec<DateTime<Utc>>,
 }
 
 /// The current policy as JSON, locked for the change; None when there is none.

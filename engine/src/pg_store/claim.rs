@@ -482,13 +482,13 @@ impl PgStore {
                 if first.named.is_some() {
                     check_claimable(first, self.clock_after_lock(tx).await?)?;
                 }
-                tracing::warn!(%problem, queue = %first.identity, "admission policy invalid; refusing (fail closed)");
+                tracing::warn!(%problem, policy = %locked.id, queue = %first.identity, "admission policy invalid; refusing (fail closed)");
                 return Ok(unavailable());
             }
         };
 
         // 4. The clock after the lock, then in-flight and usage under it.
-        let observed = self.observe(tx, &locked.id, policy, &first.identity).await?;
+        let observed = self.observe(tx, policy, &first.identity).await?;
         for (candidate, _) in offers {
             check_claimable(candidate, observed.now)?;
         }
@@ -513,11 +513,11 @@ impl PgStore {
         let charged_window = policy.charged_window(observed.now);
         let mut charged = Vec::with_capacity(admitted);
         for (candidate, _) in &offers[..admitted] {
-            let charge = charged_window.map(|(start, _)| (locked.id.clone(), start));
+            let charge = charged_window.map(|(start, _)| start);
             charged.push(mutant_hooks::charge(tx, &candidate.id, charge).await?.is_some());
         }
         let units = charged.iter().filter(|charged| **charged).count() as i64;
-        let charge = charged_window.filter(|_| units > 0).map(|(start, _)| (locked.id.clone(), start, units));
+        let charge = charged_window.filter(|_| units > 0).map(|(start, _)| Charge { window_start: start, units });
         let (todos, used_after) = claim_locked(tx, &offers[..admitted], observed.now, charge).await?;
         if let (Some(max), Some(used)) = (policy.max_claims_per_window, used_after)
             && !over_admits_on_purpose
@@ -568,7 +568,6 @@ impl PgStore {
     async fn observe(
         &self,
         tx: &mut Transaction<'static, Postgres>,
-        policy_id: &str,
         policy: &Policy,
         identity: &QueueIdentity,
     ) -> Result<Observation> {
@@ -577,7 +576,7 @@ impl PgStore {
         let guess = policy.window.as_ref().map(|w| w.window_containing(self.clock.now()));
         // $6 is the guessed window's start.
         const OBSERVE_SQL: &str = "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
-               (SELECT w.used FROM admission_windows w WHERE w.policy_id = $5 AND w.window_start = $6) \
+               (SELECT w.used FROM admission_windows w WHERE w.owner_id = $5 AND w.queue = $4 AND w.window_start = $6) \
              FROM (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
                    WHERE t.state = 'claimed' AND t.queue = $4 \
                      AND (t.endpoint_id = $2 OR t.team_id = $3)) f";
@@ -587,7 +586,7 @@ impl PgStore {
                 .bind(identity.endpoint_id())
                 .bind(identity.team_id())
                 .bind(&identity.queue)
-                .bind(policy_id)
+                .bind(identity.owner_id())
                 .bind(guess.map(|(start, _)| start))
                 .fetch_one(&mut **tx)
                 .await
@@ -596,13 +595,15 @@ impl PgStore {
         if let Some(window) = &policy.window {
             let actual = window.window_start(now);
             if guess.map(|(start, _)| start) != Some(actual) {
-                let reread: Option<i32> =
-                    sqlx::query_scalar("SELECT used FROM admission_windows WHERE policy_id = $1 AND window_start = $2")
-                        .bind(policy_id)
-                        .bind(actual)
-                        .fetch_optional(&mut **tx)
-                        .await
-                        .map_err(db_error)?;
+                let reread: Option<i32> = sqlx::query_scalar(
+                    "SELECT used FROM admission_windows WHERE owner_id = $1 AND queue = $2 AND window_start = $3",
+                )
+                .bind(identity.owner_id())
+                .bind(&identity.queue)
+                .bind(actual)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(db_error)?;
                 used = i64::from(reread.unwrap_or(0));
             }
         }
@@ -775,25 +776,33 @@ fn candidate_select(
     format!("{head} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand")
 }
 
+/// The units a claim statement charges, to the window starting at `window_start`.
+struct Charge {
+    window_start: DateTime<Utc>,
+    units: i64,
+}
+
 /// The claim itself on rows this transaction holds, one per offer: state, lease, attempt + 1,
 /// an attempt row (closing a lapsed claimant's), and, with a window limit, `units` charged to the
-/// window containing `now`. Returns the todos in offer order and the window's usage after the
+/// window containing `now`, in its counter and in the ledger (`models::charges`), both keyed by
+/// the offers' queue identity. Returns the todos in offer order and the window's usage after the
 /// charge.
 async fn claim_locked(
     tx: &mut Transaction<'static, Postgres>,
     offers: &[Offer<'_>],
     now: DateTime<Utc>,
-    charge: Option<(String, DateTime<Utc>, i64)>,
+    charge: Option<Charge>,
 ) -> Result<(Vec<Todo>, Option<i64>)> {
     let ids: Vec<&str> = offers.iter().map(|(candidate, _)| candidate.id.as_str()).collect();
     let owners: Vec<String> = offers.iter().map(|(_, claimant)| claimant.actor.label()).collect();
     let claimants: Vec<Option<&str>> = offers.iter().map(|(_, claimant)| claimant.actor.endpoint_id()).collect();
     let leases: Vec<DateTime<Utc>> =
         offers.iter().map(|(_, claimant)| now + Duration::seconds(claimant.lease_seconds)).collect();
-    let (policy_id, window_start, units) = match charge {
-        Some((policy_id, window_start, units)) => (Some(policy_id), Some(window_start), units),
-        None => (None, None, 0),
+    let (window_start, units) = match charge {
+        Some(Charge { window_start, units }) => (Some(window_start), units),
+        None => (None, 0),
     };
+    let identity = offers.first().map(|(candidate, _)| &candidate.identity);
     let rows: Vec<ClaimedRow> = sqlx::query_as(composed_sql!(
         "WITH offer AS ( \
            SELECT * FROM unnest($1::text[], $3::text[], $4::text[], $5::timestamptz[]) \
@@ -806,11 +815,15 @@ async fn claim_locked(
            SELECT offer.id, (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = offer.id), \
              offer.owner, offer.claimant, $2 FROM offer), \
          charged AS ( \
-           INSERT INTO admission_windows AS w (policy_id, window_start, used, updated_at) \
-           SELECT $6, $7, $8, $2 WHERE $6::text IS NOT NULL \
-           ON CONFLICT (policy_id, window_start) DO UPDATE SET used = w.used + EXCLUDED.used, \
+           INSERT INTO admission_windows AS w (endpoint_id, team_id, queue, window_start, used, updated_at) \
+           SELECT $6, $9, $10, $7, $8, $2 WHERE $7::timestamptz IS NOT NULL \
+           ON CONFLICT (owner_id, queue, window_start) DO UPDATE SET used = w.used + EXCLUDED.used, \
              updated_at = EXCLUDED.updated_at \
            RETURNING w.used), \
+         ledger AS ( \
+           INSERT INTO admission_charges AS c (endpoint_id, team_id, queue, minute, units) \
+           SELECT $6, $9, $10, $11, $8 WHERE $7::timestamptz IS NOT NULL \
+           ON CONFLICT (owner_id, queue, minute) DO UPDATE SET units = c.units + EXCLUDED.units), \
          claimed AS ( \
            UPDATE todos t SET state = 'claimed', owner = offer.owner, claimed_by_endpoint_id = offer.claimant, \
              lease_expires_at = offer.lease_expires_at, attempt = t.attempt + 1, claimed_at = $2, \
@@ -823,9 +836,12 @@ async fn claim_locked(
     .bind(&owners)
     .bind(&claimants)
     .bind(&leases)
-    .bind(policy_id)
+    .bind(identity.and_then(|identity| identity.endpoint_id()))
     .bind(window_start)
     .bind(units as i32)
+    .bind(identity.and_then(|identity| identity.team_id()))
+    .bind(identity.map(|identity| identity.queue.as_str()))
+    .bind(models::charges::charge_minute(now))
     .fetch_all(&mut **tx)
     .await
     .map_err(db_error)?;

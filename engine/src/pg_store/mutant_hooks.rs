@@ -53,8 +53,8 @@ pub(super) fn used_for_decision(used: i64) -> i64 {
 pub(super) async fn charge(
     tx: &mut Transaction<'static, Postgres>,
     todo_id: &str,
-    charge: Option<(String, DateTime<Utc>)>,
-) -> Result<Option<(String, DateTime<Utc>)>> {
+    charge: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>> {
     if !active(Mutant::ChargePerTodo) {
         return Ok(charge);
     }
@@ -107,16 +107,42 @@ pub(super) async fn after_release<'e>(executor: impl sqlx::PgExecutor<'e>, todo_
         return Ok(());
     }
     sqlx::query(
-        "UPDATE admission_windows w SET used = used - 1 FROM todos t JOIN admission_policies p \
-           ON p.queue = t.queue AND (p.endpoint_id = t.endpoint_id OR p.team_id = t.team_id) \
-         WHERE t.id = $1 AND w.policy_id = p.id AND w.used > 0 \
-           AND w.window_start = (SELECT max(window_start) FROM admission_windows WHERE policy_id = p.id)",
+        "UPDATE admission_windows w SET used = used - 1 FROM todos t \
+         WHERE t.id = $1 AND w.owner_id = coalesce(t.endpoint_id, t.team_id) AND w.queue = t.queue AND w.used > 0 \
+           AND w.window_start = (SELECT max(x.window_start) FROM admission_windows x \
+             WHERE x.owner_id = w.owner_id AND x.queue = w.queue)",
     )
     .bind(todo_id)
     .execute(executor)
     .await
     .map_err(super::db_error)?;
     Ok(())
+}
+
+/// After a policy delete (`RefundOnRecreate`: the identity's charges go with it, as the old
+/// `ON DELETE CASCADE` did; REQ-3 keeps them). A no-op otherwise.
+pub(super) async fn after_policy_delete(
+    tx: &mut Transaction<'static, Postgres>,
+    identity: &models::identity::QueueIdentity,
+) -> Result<()> {
+    if !active(Mutant::RefundOnRecreate) {
+        return Ok(());
+    }
+    for table in ["admission_windows", "admission_charges"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE owner_id = $1 AND queue = $2")))
+            .bind(identity.owner_id())
+            .bind(&identity.queue)
+            .execute(&mut **tx)
+            .await
+            .map_err(super::db_error)?;
+    }
+    Ok(())
+}
+
+/// A policy write: whether the new current window's counter is left as found instead of rebuilt
+/// from the ledger (`RedefinitionStartsAtZero`; REQ-3).
+pub(super) fn redefinition_starts_at_zero() -> bool {
+    active(Mutant::RedefinitionStartsAtZero)
 }
 
 /// A webhook delivery whose id is already recorded: whether to treat it as new and create its

@@ -132,11 +132,11 @@ pub async fn set_policy(
     world.store.set_policy(identity, &policy, &actor).await.expect("set policy")
 }
 
-/// Units charged to an identity's policy, summed over all windows.
+/// Units charged to an identity, summed over all windows.
 pub async fn charged(world: &World, identity: &QueueIdentity) -> i64 {
     sqlx::query_scalar(
-        "SELECT coalesce(sum(w.used), 0)::bigint FROM admission_windows w JOIN admission_policies p ON p.id = w.policy_id \
-         WHERE p.queue = $3 AND (p.endpoint_id = $1 OR p.team_id = $2)",
+        "SELECT coalesce(sum(w.used), 0)::bigint FROM admission_windows w \
+         WHERE w.queue = $3 AND (w.endpoint_id = $1 OR w.team_id = $2)",
     )
     .bind(identity.endpoint_id())
     .bind(identity.team_id())

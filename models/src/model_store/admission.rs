@@ -4,13 +4,13 @@
 //!
 //! Governing: SPEC-0030 REQ-1 (the policy, usage retention), REQ-5 (usage per window start),
 //! REQ-6 (status derived, never stored), REQ-9 (a row that does not evaluate is unavailable),
-//! REQ-10 (full replace, audited; clearing drops the usage with the policy).
+//! REQ-10 (full replace, audited); REQ-3 and issue #28 (no policy change removes a charge).
 
 use super::{ModelStore, PolicyRow, State, database_error, queue_name_ok};
 use crate::admission::{self, MAX_CLAIMS_PER_WINDOW_LIMIT, MAX_IN_FLIGHT_LIMIT, Observation, Policy};
 use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
-use crate::limits::{DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
+use crate::limits::{CHARGE_LEDGER_RETENTION_DAYS, DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
 use crate::scope::Reach;
 use crate::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
 use crate::todo::TodoState;
@@ -101,7 +101,7 @@ impl ModelStore {
         let pending_count = of_identity().filter(|t| t.state == TodoState::Pending).count() as i64;
         let in_flight: Vec<_> = of_identity().filter(|t| t.state == TodoState::Claimed).collect();
         let used = match &evaluated {
-            Ok(Policy { window: Some(window), .. }) => state.used(&row.id, window.window_start(now)),
+            Ok(Policy { window: Some(window), .. }) => state.used(&row.identity, window.window_start(now)),
             _ => 0,
         };
         let status = match &evaluated {
@@ -141,7 +141,7 @@ impl ModelStore {
         let mut windows: Vec<(DateTime<Utc>, i64)> = state
             .usage
             .iter()
-            .filter(|((policy_id, _), _)| policy_id == &admission.policy_id)
+            .filter(|((owner, _), _)| owner == identity)
             .map(|((_, start), used)| (*start, *used))
             .collect();
         windows.sort_by_key(|(start, _)| std::cmp::Reverse(*start));
@@ -150,9 +150,9 @@ impl ModelStore {
         Ok(PolicyDetail { admission, windows, audit })
     }
 
-    /// REQ-10: full replace (or create), audited; takes effect on the next claim. Usage already
-    /// charged stays with the policy id, so a change of window counts in the window the new
-    /// definition places now in.
+    /// REQ-10: full replace (or create), audited; takes effect on the next claim. The charges stay
+    /// with the identity, and the counter of the window the new definition places now in is
+    /// rebuilt from the ledger, so a redefinition counts the claims already in it (issue #28).
     pub(super) fn set_policy_tx(
         &self,
         identity: &QueueIdentity,
@@ -196,6 +196,11 @@ impl ModelStore {
                 state.policies.push(PolicyRow { id, ..row });
             }
         }
+        if let Some(window) = policy.charged_window(now)
+            && !crate::mutants::hooks::redefinition_starts_at_zero()
+        {
+            state.recount_window(identity, window);
+        }
         let action = if before.is_some() { "update" } else { "create" };
         state.append_audit(identity, actor, action, before, Some(policy.to_json()), now);
         // Read back as any later reader sees it (PgStore reads after commit, at a fresh clock).
@@ -204,7 +209,7 @@ impl ModelStore {
             .ok_or_else(|| Error::internal("saved policy vanished"))
     }
 
-    /// REQ-10: deletes a policy (`not_found` if none) and its usage; the audit stays.
+    /// REQ-10: deletes a policy (`not_found` if none); its identity's charges and the audit stay.
     pub(super) fn clear_policy_tx(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
         let mut state = self.lock();
         let now = self.clock.now();
@@ -212,6 +217,9 @@ impl ModelStore {
             return Err(Error::not_found());
         };
         state.delete_policies(|p| &p.identity == identity);
+        if crate::mutants::hooks::policy_delete_refunds() {
+            state.forget_charges(|charged| charged == identity);
+        }
         state.append_audit(identity, actor, "delete", Some(before), None, now);
         Ok(())
     }
@@ -227,6 +235,8 @@ impl ModelStore {
         let cutoff = self.clock.now() - Duration::days(USAGE_RETENTION_DAYS);
         let before = state.usage.len();
         state.usage.retain(|(_, window_start), _| *window_start >= cutoff);
+        let ledger_cutoff = self.clock.now() - Duration::days(CHARGE_LEDGER_RETENTION_DAYS);
+        state.charges.retain(|(_, minute), _| *minute >= ledger_cutoff);
         (before - state.usage.len()) as u64
     }
 }

@@ -134,7 +134,6 @@ impl ModelStore {
             let (todo, _) = state.claim_locked(actor, &candidate.id, now, lease_seconds, None)?;
             return Ok(Admission::Claimed(Box::new(Claimed { todo, admission: None })));
         };
-        let policy_id = row.id.clone();
         let Ok(policy) = row.evaluate() else {
             // A named todo that is not claimable anyway says so first (as with a readable policy).
             state.check_claimable(candidate, self.clock.now())?;
@@ -144,7 +143,7 @@ impl ModelStore {
                 now: None,
             });
         };
-        let observed = self.observe(state, &policy_id, &policy, candidate);
+        let observed = self.observe(state, &policy, candidate);
         state.check_claimable(candidate, observed.now)?;
         match admission::decide(&policy, observed.in_flight, observed.used) {
             Decision::Refuse(reason) => {
@@ -153,7 +152,7 @@ impl ModelStore {
             }
             Decision::Admit => {
                 let charged_window = policy.charged_window(observed.now);
-                let charge = charged_window.map(|(start, _)| (policy_id, start));
+                let charge = charged_window.map(|(start, _)| start);
                 let (todo, used) = state.claim_locked(actor, &candidate.id, observed.now, lease_seconds, charge)?;
                 if let (Some(max), Some(used)) = (policy.max_claims_per_window, used) {
                     assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
@@ -166,14 +165,14 @@ impl ModelStore {
 
     /// REQ-4 step 4: the clock, in-flight without the candidate, the earliest lease among them,
     /// and the usage of the window containing that clock reading.
-    fn observe(&self, state: &State, policy_id: &str, policy: &Policy, candidate: &Candidate) -> Observation {
+    fn observe(&self, state: &State, policy: &Policy, candidate: &Candidate) -> Observation {
         let now = self.clock.now();
         let others: Vec<&Todo> = state
             .todos
             .values()
             .filter(|t| t.state == TodoState::Claimed && t.identity == candidate.identity && t.id != candidate.id)
             .collect();
-        let used = policy.window.as_ref().map_or(0, |w| state.used(policy_id, w.window_start(now)));
+        let used = policy.window.as_ref().map_or(0, |w| state.used(&candidate.identity, w.window_start(now)));
         Observation {
             now,
             in_flight: others.len() as i64,
@@ -218,7 +217,7 @@ impl State {
         id: &str,
         now: DateTime<Utc>,
         lease_seconds: i64,
-        charge: Option<(String, DateTime<Utc>)>,
+        charge: Option<DateTime<Utc>>,
     ) -> Result<(Todo, Option<i64>)> {
         let label = actor.label();
         let todo = self.todo_mut(id)?;
@@ -243,11 +242,8 @@ impl State {
             ended_at: None,
             outcome: None,
         });
-        let used = charge.map(|key| {
-            let used = self.usage.entry(key).or_default();
-            *used += 1;
-            *used
-        });
+        let identity = todo.identity.clone();
+        let used = charge.map(|window_start| self.charge(&identity, window_start, now));
         debug_assert!(todo.state == TodoState::Claimed && todo.attempt >= 1);
         Ok((todo, used))
     }

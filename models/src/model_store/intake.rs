@@ -121,8 +121,8 @@ impl ModelStore {
         Ok(todo.clone())
     }
 
-    /// Purge: every todo of `identity` (any state) and its policy (with its usage) go; the
-    /// policy's audit stays. A stale claimant's later complete or fail finds nothing.
+    /// Purge: every todo of `identity` (any state) and its policy go; the policy's audit and the
+    /// identity's charges stay (issue #28: no policy change refunds). A stale claimant's later complete or fail finds nothing.
     pub(super) fn purge_queue_tx(&self, identity: &QueueIdentity, by: &PolicyActor) -> u64 {
         let mut state = self.lock();
         let now = self.clock.now();
@@ -134,7 +134,7 @@ impl ModelStore {
     }
 
     /// REQ-2, REQ-10: deletes an endpoint the human manages, cascading as the foreign keys do: its grants,
-    /// todos, policies (and usage), webhook targets, sessions (and doorbells) and hooks (and calls).
+    /// todos, policies, charges (usage and ledger), webhook targets, sessions (and doorbells) and hooks (and calls).
     /// Anything else is `not_found`.
     pub(super) fn delete_endpoint_tx(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
         let Owner::Endpoint(id) = self.resolve_scope_tx(&human.manages, endpoint)? else {
@@ -148,6 +148,7 @@ impl ModelStore {
         let owned = |identity: &QueueIdentity| identity.endpoint_id() == Some(id.as_str());
         state.delete_todos(|t| owned(&t.identity));
         state.delete_policies(|p| owned(&p.identity));
+        state.forget_charges(|identity| owned(identity));
         for webhook in &mut state.webhooks {
             webhook.targets.retain(|target| !owned(target));
         }

@@ -124,8 +124,11 @@ struct State {
     todos: BTreeMap<String, Todo>,
     attempts: BTreeMap<String, Vec<Attempt>>,
     policies: Vec<PolicyRow>,
-    /// Units charged per (policy id, window start) (REQ-5).
-    usage: BTreeMap<(String, DateTime<Utc>), i64>,
+    /// Units charged per (queue identity, window start) (REQ-5): `admission_windows`. Kept
+    /// through every policy change (issue #28).
+    usage: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
+    /// The charge ledger, units per (queue identity, whole minute): `admission_charges`.
+    charges: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
     /// Append-only, in insertion (identity column) order.
     audit: Vec<AuditRow>,
     webhooks: Vec<WebhookRow>,
@@ -249,10 +252,8 @@ impl ModelStore {
     pub(crate) fn window_usage(&self) -> Vec<(QueueIdentity, DateTime<Utc>, i64)> {
         let state = self.lock();
         let mut usage = Vec::new();
-        for ((policy_id, window_start), used) in &state.usage {
-            if let Some(policy) = state.policies.iter().find(|p| &p.id == policy_id) {
-                usage.push((policy.identity.clone(), *window_start, *used));
-            }
+        for ((identity, window_start), used) in &state.usage {
+            usage.push((identity.clone(), *window_start, *used));
         }
         usage
     }
@@ -301,8 +302,36 @@ impl State {
         self.policies.iter().find(|p| &p.identity == identity)
     }
 
-    fn used(&self, policy_id: &str, window_start: DateTime<Utc>) -> i64 {
-        self.usage.get(&(policy_id.to_string(), window_start)).copied().unwrap_or(0)
+    fn used(&self, identity: &QueueIdentity, window_start: DateTime<Utc>) -> i64 {
+        self.usage.get(&(identity.clone(), window_start)).copied().unwrap_or(0)
+    }
+
+    /// REQ-3: one claim's charge, in the window's counter and in the ledger; the counter after it.
+    fn charge(&mut self, identity: &QueueIdentity, window_start: DateTime<Utc>, now: DateTime<Utc>) -> i64 {
+        *self.charges.entry((identity.clone(), crate::charges::charge_minute(now))).or_default() += 1;
+        let used = self.usage.entry((identity.clone(), window_start)).or_default();
+        *used += 1;
+        *used
+    }
+
+    /// Issue #28: the counter of `window` rebuilt from the ledger (the charges committed in its
+    /// span, under whatever definition charged them). Written only when there is a charge, as
+    /// `PgStore`'s rebuild inserts no empty row.
+    fn recount_window(&mut self, identity: &QueueIdentity, (start, end): (DateTime<Utc>, DateTime<Utc>)) {
+        let ledger = self
+            .charges
+            .range((identity.clone(), start)..(identity.clone(), end))
+            .map(|((_, minute), units)| (*minute, *units));
+        let units = crate::charges::units_within(ledger, start, end);
+        if units > 0 {
+            self.usage.insert((identity.clone(), start), units);
+        }
+    }
+
+    /// The usage and ledger of identities whose owner is deleted (the foreign keys' cascade).
+    fn forget_charges(&mut self, gone: impl Fn(&QueueIdentity) -> bool) {
+        self.usage.retain(|(identity, _), _| !gone(identity));
+        self.charges.retain(|(identity, _), _| !gone(identity));
     }
 
     fn todo_mut(&mut self, id: &str) -> Result<&mut Todo> {
@@ -329,11 +358,9 @@ impl State {
         ids
     }
 
-    /// Deletes policies matching `doomed`, and their usage rows (`ON DELETE CASCADE`).
+    /// Deletes policies matching `doomed`. Their identities' charges stay (issue #28).
     fn delete_policies(&mut self, doomed: impl Fn(&PolicyRow) -> bool) {
-        let ids: Vec<String> = self.policies.iter().filter(|p| doomed(p)).map(|p| p.id.clone()).collect();
-        self.policies.retain(|p| !ids.contains(&p.id));
-        self.usage.retain(|(policy_id, _), _| !ids.contains(policy_id));
+        self.policies.retain(|p| !doomed(p));
     }
 }
 
