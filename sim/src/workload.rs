@@ -286,7 +286,9 @@ pub(crate) async fn agent<S: Store>(
     Ok(())
 }
 
-/// The owner: now and then replaces a budgeted queue's policy over the operator API.
+/// The owner: now and then replaces a budgeted queue's policy over the operator API, which
+/// lowers, raises and redefines its window; one write in four first deletes the policy, so the
+/// PUT re-creates it (issue #28: neither may refund a charge).
 pub(crate) async fn owner(caller: Caller, principals: Principals, seed: u64, until: Duration) -> ClientResult {
     let mut rng = Rng::new(seed);
     let mut writes = 0;
@@ -296,6 +298,20 @@ pub(crate) async fn owner(caller: Caller, principals: Principals, seed: u64, unt
         let choices = policy_choices(queue);
         let policy = rng.pick(&choices).clone();
         let path = format!("/api/v1/admission/team:{}/{queue}", principals.team_slug);
+        if rng.below(4) == 0 {
+            let request = Request {
+                method: "DELETE",
+                path: &path,
+                bearer: Some(&principals.owner_token),
+                headers: &[],
+                body: None,
+            };
+            let reply = caller.send(&mut rng, request, Duration::from_secs(3)).await;
+            let reply = Heard::of(&reply, |status, body| HttpStatus { status, body_status: body["status"].clone() });
+            caller
+                .trace
+                .log(&caller.name, TraceEvent::OwnerWrite { queue: queue.to_string(), policy: Value::Null, reply });
+        }
         let reply = caller
             .send(
                 &mut rng,
