@@ -17,6 +17,7 @@ pub mod model_store;
 pub mod mutants;
 pub mod presence;
 pub mod push;
+pub mod rate;
 pub mod reference;
 pub mod scope;
 pub mod storable;

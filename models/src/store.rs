@@ -466,6 +466,13 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn requeue_due_retries(&self) -> impl Future<Output = Result<u64>> + Send;
     /// Drops usage rows older than the retention (35 days, REQ-1).
     fn prune_usage(&self) -> impl Future<Output = Result<u64>> + Send;
+    /// One write against `key`'s cluster-wide limiter (`models::rate`; SPEC-0030 Security
+    /// Requirements), decided and recorded in one statement shared by every replica.
+    fn take_write_token(
+        &self,
+        key: &str,
+        quota: crate::rate::Quota,
+    ) -> impl Future<Output = Result<crate::rate::Verdict>> + Send;
 
     // Push (SPEC-0030 REQ-8; docs/push.md). Every push is decided here, once, in a transaction;
     // replicas only deliver what was decided.

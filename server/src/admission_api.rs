@@ -99,7 +99,7 @@ pub async fn put<S: Store>(
     Path((scope, queue)): Path<(String, String)>,
     body: Bytes,
 ) -> ApiResult {
-    state.admission_writes.check(&human.human.id)?;
+    state.admission_writes.check_human(&state.store, &human.human.id).await?;
     let policy = Policy::from_request(&parse_body(&body)?)?;
     let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let actor = by(&human);
@@ -114,7 +114,7 @@ pub async fn delete<S: Store>(
     State(state): State<AppState<S>>,
     ManagedQueue { human, identity }: ManagedQueue,
 ) -> ApiResult {
-    state.admission_writes.check(&human.human.id)?;
+    state.admission_writes.check_human(&state.store, &human.human.id).await?;
     state.store.clear_policy(&identity, &by(&human)).await?;
     state.push.capacity_changed();
     Ok(StatusCode::NO_CONTENT.into_response())

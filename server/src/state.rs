@@ -9,11 +9,9 @@ use crate::load::LoadGuard;
 use crate::metrics::config::MetricsConfig;
 use crate::public_url::PublicUrl;
 use crate::push::Hub;
-use governor::clock::{Clock as _, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota};
 use models::error::{Code, Error, Result};
+use models::rate::{Quota, Verdict};
 use models::store::Store;
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 /// Largest request body the API and MCP accept (base-system §7: `/api/v1` caps at 64 KiB).
@@ -66,36 +64,43 @@ impl<S: Store> Clone for AppState<S> {
     }
 }
 
-/// Per-human limiter on admission writes: 1 per second, burst 10.
+/// The limiter on admission writes: 1 per second, burst 10, per human (operator API and board)
+/// and per endpoint (MCP). Its state lives in the store (`Store::take_write_token`), so the limit
+/// holds across every replica (issue #28); this holds only the quota.
 pub struct WriteLimiter {
-    limiter: DefaultKeyedRateLimiter<String>,
+    quota: Quota,
 }
 
 impl Default for WriteLimiter {
     /// SPEC-0030 Security Requirements: one write per second, bursts of ten.
     fn default() -> Self {
-        WriteLimiter::with_quota(1, 10)
+        WriteLimiter { quota: Quota::ADMISSION_WRITES }
     }
 }
 
 impl WriteLimiter {
-    /// A limiter with another quota: the simulation, whose writes come faster in real time than
-    /// in simulated time, uses a large burst so the real clock this limiter reads never decides.
+    /// A limiter with another quota: the simulation, whose owner writes in bursts of simulated
+    /// time, uses a large burst so that only the admission rules decide its writes.
     pub fn with_quota(per_second: u32, burst: u32) -> WriteLimiter {
-        let per_second = NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN);
-        let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
-        WriteLimiter { limiter: DefaultKeyedRateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)) }
+        WriteLimiter { quota: Quota { per_second: per_second.max(1), burst: burst.max(1) } }
     }
 
-    /// `rate_limited` with `Retry-After` when the human has spent their burst.
-    pub fn check(&self, human_id: &str) -> Result<()> {
-        match self.limiter.check_key(&human_id.to_string()) {
-            Ok(()) => Ok(()),
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    /// One write by a human; `rate_limited` with `retry_after_seconds` once their burst is spent.
+    pub async fn check_human<S: Store>(&self, store: &S, human_id: &str) -> Result<()> {
+        self.check(store, &format!("admission:human:{human_id}")).await
+    }
+
+    /// One write by an agent over MCP, limited per endpoint.
+    pub async fn check_endpoint<S: Store>(&self, store: &S, endpoint_id: &str) -> Result<()> {
+        self.check(store, &format!("admission:endpoint:{endpoint_id}")).await
+    }
+
+    async fn check<S: Store>(&self, store: &S, key: &str) -> Result<()> {
+        match store.take_write_token(key, self.quota).await? {
+            Verdict::Admitted { .. } => Ok(()),
+            Verdict::Refused { retry_after_seconds } => {
                 Err(Error::new(Code::RateLimited, "too many admission policy writes; slow down")
-                    .with("retry_after_seconds", seconds.max(1)))
+                    .with("retry_after_seconds", retry_after_seconds))
             }
         }
     }

@@ -357,6 +357,11 @@ impl Store for BridgeStore {
         self.call(|s| async move { s.prune_usage().await })
     }
 
+    async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict> {
+        let key = key.to_string();
+        self.call(move |s| async move { s.take_write_token(&key, quota).await })
+    }
+
     async fn open_session(&self, endpoint_id: &str) -> Result<String> {
         let endpoint_id = endpoint_id.to_string();
         self.call(move |s| async move { s.open_session(&endpoint_id).await })

@@ -502,6 +502,10 @@ impl<S: Store> Store for Faulty<S> {
         self.inner.prune_usage().await
     }
 
+    async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict> {
+        self.guarded(Kind::Write, self.inner.take_write_token(key, quota), nothing).await
+    }
+
     async fn open_session(&self, endpoint_id: &str) -> Result<String> {
         self.guarded(Kind::Write, self.inner.open_session(endpoint_id), nothing).await
     }

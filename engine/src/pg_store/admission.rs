@@ -285,8 +285,9 @@ impl PgStore {
         Ok(rows.into_iter().map(AuditRow::into_record).collect())
     }
 
-    /// Drops usage rows older than the retention (recent windows stay readable) and ledger rows
-    /// older than the longest window needs (`CHARGE_LEDGER_RETENTION_DAYS`). Counts the usage rows.
+    /// Drops usage rows older than the retention (recent windows stay readable), ledger rows
+    /// older than the longest window needs (`CHARGE_LEDGER_RETENTION_DAYS`) and limiter rows whose
+    /// time has passed. Counts the usage rows.
     pub(crate) async fn prune_usage_tx(&self) -> Result<u64> {
         let now = self.clock.now();
         let pruned = sqlx::query("DELETE FROM admission_windows WHERE window_start < $1")
@@ -300,6 +301,7 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(db_error)?;
+        self.prune_write_limits_tx().await?;
         Ok(pruned)
     }
 }

@@ -46,6 +46,7 @@ mod sql;
 mod store_impl;
 mod todos;
 mod webhooks;
+mod write_limits;
 
 use chrono::{DateTime, Utc};
 use models::counters::Counters;

@@ -189,6 +189,10 @@ impl Store for PgStore {
         self.prune_usage_tx().await
     }
 
+    async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict> {
+        self.take_write_token_tx(key, quota).await
+    }
+
     async fn queue_capacity(&self) -> Result<models::capacity::Capacity> {
         self.queue_capacity_tx().await
     }

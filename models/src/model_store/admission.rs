@@ -229,6 +229,16 @@ impl ModelStore {
         self.lock().audit_of(identity, limit)
     }
 
+    /// Security Requirements: one write against `key`'s limiter, at this store's clock.
+    pub(super) fn take_write_token_tx(&self, key: &str, quota: crate::rate::Quota) -> crate::rate::Verdict {
+        let mut state = self.lock();
+        let verdict = crate::rate::take(state.write_limits.get(key).copied(), self.clock.now(), quota);
+        if let crate::rate::Verdict::Admitted { tat } = verdict {
+            state.write_limits.insert(key.to_string(), tat);
+        }
+        verdict
+    }
+
     /// REQ-1: drops usage rows older than the retention.
     pub(super) fn prune_usage_tx(&self) -> u64 {
         let mut state = self.lock();
@@ -237,6 +247,8 @@ impl ModelStore {
         state.usage.retain(|(_, window_start), _| *window_start >= cutoff);
         let ledger_cutoff = self.clock.now() - Duration::days(CHARGE_LEDGER_RETENTION_DAYS);
         state.charges.retain(|(_, minute), _| *minute >= ledger_cutoff);
+        let now = self.clock.now();
+        state.write_limits.retain(|_, tat| *tat >= now);
         (before - state.usage.len()) as u64
     }
 }

@@ -129,6 +129,8 @@ struct State {
     usage: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
     /// The charge ledger, units per (queue identity, whole minute): `admission_charges`.
     charges: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
+    /// The write limiter's theoretical arrival time per key: `write_limits`.
+    write_limits: BTreeMap<String, DateTime<Utc>>,
     /// Append-only, in insertion (identity column) order.
     audit: Vec<AuditRow>,
     webhooks: Vec<WebhookRow>,

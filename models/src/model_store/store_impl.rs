@@ -224,6 +224,10 @@ impl Store for ModelStore {
         Ok(self.prune_usage_tx())
     }
 
+    async fn take_write_token(&self, key: &str, quota: crate::rate::Quota) -> Result<crate::rate::Verdict> {
+        Ok(self.take_write_token_tx(key, quota))
+    }
+
     async fn open_session(&self, endpoint_id: &str) -> Result<String> {
         self.open_session_tx(endpoint_id)
     }

@@ -157,7 +157,7 @@ pub async fn save(
     let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
     let actor = PolicyActor { human_id: Some(viewer.scope.human.id.clone()), endpoint_id: None };
     let outcome = async {
-        state.admission_writes.check(&viewer.scope.human.id)?;
+        state.admission_writes.check_human(&state.store, &viewer.scope.human.id).await?;
         let policy = Policy::from_request(&fields.to_request()?)?;
         state.store.set_policy(&identity, &policy, &actor).await
     }
@@ -229,7 +229,7 @@ pub async fn clear(
 ) -> PageResult {
     let viewer = require(&state, &headers).await?;
     viewer.check_csrf(&form.csrf)?;
-    state.admission_writes.check(&viewer.scope.human.id)?;
+    state.admission_writes.check_human(&state.store, &viewer.scope.human.id).await?;
     let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
     let actor = PolicyActor { human_id: Some(viewer.scope.human.id.clone()), endpoint_id: None };
     state.store.clear_policy(&identity, &actor).await?;

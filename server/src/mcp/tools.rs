@@ -189,7 +189,7 @@ async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, name: &s
     let known: &[&str] = if name == "set_admission_policy" { &["queue", "policy"] } else { &["queue"] };
     args.only(known)?;
     // The same write limiter as the operator API, keyed per endpoint (Security Requirements).
-    state.admission_writes.check(&format!("endpoint:{}", agent.endpoint_id))?;
+    state.admission_writes.check_endpoint(&state.store, &agent.endpoint_id).await?;
     let identity = agent.managed_queue(args.str("queue")?)?;
     if name == "clear_admission_policy" {
         state.store.clear_policy(&identity, &acting(agent)).await?;
