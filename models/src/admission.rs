@@ -474,6 +474,10 @@ mod tests {
         assert_eq!(full.hint.next_eligible_at.map(|t| t.to_rfc3339()), Some("2026-11-30T17:04:30+00:00".into()));
         assert_eq!(full.hint.exact, Some(false));
 
+        // Every lease lapsed: no live lease to wait for, so the next reap (one interval) frees one.
+        let lapsed_only = status(&capped, &observed(2, 0, None));
+        assert_eq!(lapsed_only.hint.next_eligible_at.map(|t| t.to_rfc3339()), Some("2026-11-30T17:00:30+00:00".into()));
+
         let open = status(&daily(100), &observed(0, 73, None));
         assert_eq!((open.status, open.remaining, open.hint), ("admitted", Some(27), AdmissionHint::ADMITTED));
         let paused = status(&Policy { max_in_flight: Some(0), ..daily(5) }, &observed(0, 0, None));

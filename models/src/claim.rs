@@ -78,11 +78,15 @@ impl ClaimNextRounds {
 
     /// The pre-skip (REQ-4): excludes every queue the unlocked read shows deferred. Returns those
     /// with pending work with their reason: each counts as a refused claim (REQ-12 counters).
+    ///
+    /// A queue at its in-flight cap with a lapsed lease among its claims is not skipped: the
+    /// lapsed claim is a takeover candidate the cap admits (REQ-4), not a slot.
     pub fn exclude_deferred(&mut self, statuses: Vec<QueueAdmission>) -> Vec<(QueueIdentity, Reason)> {
         let mut refused = Vec::new();
         for queue in statuses {
             if let Some(reason) = queue.status.hint.reason
                 && !self.excluded.contains(&queue.identity)
+                && !(reason == Reason::InFlightFull && queue.lapsed > 0)
             {
                 if queue.pending > 0 {
                     refused.push((queue.identity.clone(), reason));
@@ -214,6 +218,7 @@ mod tests {
             policy: None,
             status,
             pending,
+            lapsed: 0,
             created_at: at(0),
             updated_at: at(0),
         }
@@ -247,6 +252,34 @@ mod tests {
         ]);
         assert_eq!(refused, vec![(queue("b"), Reason::AdmissionUnavailable)]);
         assert_eq!(rounds.excluded(), &[queue("a"), queue("b"), queue("c")]);
+    }
+
+    // SPEC-0030 REQ-4 (issue #28): a queue at its in-flight cap whose in-flight count holds a
+    // lapsed lease is not skipped, since the takeover of that lease is admitted; at the cap
+    // with live leases only, it is.
+    #[test]
+    fn req4_the_pre_skip_treats_a_lapsed_lease_as_a_takeover_candidate_not_a_slot() {
+        let queues = [queue("a"), queue("full"), queue("lapsed")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        rounds.refused(queue("a"), Reason::Paused);
+        let in_flight_full = |identity: QueueIdentity, lapsed: i64| QueueAdmission {
+            status: PolicyStatus {
+                status: "in_flight_full",
+                hint: AdmissionHint {
+                    state: "deferred",
+                    reason: Some(Reason::InFlightFull),
+                    next_eligible_at: None,
+                    exact: Some(false),
+                },
+                ..unavailable_status()
+            },
+            lapsed,
+            ..status_of(identity, true, 1)
+        };
+        let refused =
+            rounds.exclude_deferred(vec![in_flight_full(queue("full"), 0), in_flight_full(queue("lapsed"), 1)]);
+        assert_eq!(refused, vec![(queue("full"), Reason::InFlightFull)]);
+        assert_eq!(rounds.excluded(), &[queue("a"), queue("full")]);
     }
 
     // SPEC-0030 REQ-4, REQ-12 (issue #15): the pre-skip read before the first pick counts and

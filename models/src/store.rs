@@ -191,6 +191,9 @@ pub struct QueueAdmission {
     pub policy: Option<Policy>,
     pub status: PolicyStatus,
     pub pending: i64,
+    /// Claims counted in flight whose lease has lapsed with attempts left (not yet reaped): each
+    /// is a takeover candidate, which REQ-4 admits without counting it against itself.
+    pub lapsed: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

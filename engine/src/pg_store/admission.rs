@@ -47,9 +47,12 @@ fn status_select(binds: &mut Binds, now: Option<DateTime<Utc>>, pending: Pending
               AND t.endpoint_id = p.endpoint_id LIMIT {pending_limit}) counted) \
            + (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
               AND t.team_id = p.team_id LIMIT {pending_limit}) counted) AS pending, \
-           f.n AS in_flight, f.earliest, clock.now \
+           f.n AS in_flight, f.earliest, f.lapsed, clock.now \
          FROM admission_policies p CROSS JOIN clock \
-         CROSS JOIN LATERAL (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
+         CROSS JOIN LATERAL (SELECT count(*) AS n, \
+             min(t.lease_expires_at) FILTER (WHERE t.lease_expires_at >= clock.now) AS earliest, \
+             count(*) FILTER (WHERE t.lease_expires_at < clock.now AND t.attempt < t.max_attempts) AS lapsed \
+             FROM todos t \
            WHERE t.state = 'claimed' AND t.queue = p.queue AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id)) f"
     )
 }
@@ -154,6 +157,7 @@ impl PgStore {
                     policy: policy.ok(),
                     status,
                     pending: row.pending,
+                    lapsed: row.lapsed,
                     created_at: row.created_at,
                     updated_at: row.updated_at,
                 })

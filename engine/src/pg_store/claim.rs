@@ -577,7 +577,8 @@ impl PgStore {
         // $6 is the guessed window's start.
         const OBSERVE_SQL: &str = "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
                (SELECT w.used FROM admission_windows w WHERE w.owner_id = $5 AND w.queue = $4 AND w.window_start = $6) \
-             FROM (SELECT count(*) AS n, min(t.lease_expires_at) AS earliest FROM todos t \
+             FROM (SELECT count(*) AS n, min(t.lease_expires_at) FILTER ( \
+                     WHERE t.lease_expires_at >= coalesce($1::timestamptz, clock_timestamp())) AS earliest FROM todos t \
                    WHERE t.state = 'claimed' AND t.queue = $4 \
                      AND (t.endpoint_id = $2 OR t.team_id = $3)) f";
         let (now, in_flight, earliest, used): (DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<i32>) =

@@ -136,7 +136,10 @@ pub(crate) struct PolicyRow {
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) pending: i64,
     pub(crate) in_flight: i64,
+    /// The earliest live lease among them (REQ-6's hint).
     pub(crate) earliest: Option<DateTime<Utc>>,
+    /// Those whose lease has lapsed with attempts left: takeover candidates.
+    pub(crate) lapsed: i64,
     pub(crate) now: DateTime<Utc>,
 }
 

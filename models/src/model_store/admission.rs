@@ -100,6 +100,8 @@ impl ModelStore {
         let of_identity = || state.todos.values().filter(|t| t.identity == row.identity);
         let pending_count = of_identity().filter(|t| t.state == TodoState::Pending).count() as i64;
         let in_flight: Vec<_> = of_identity().filter(|t| t.state == TodoState::Claimed).collect();
+        // Takeover candidates: claimable again (`Todo::claimable_at`), yet counted in flight.
+        let lapsed = in_flight.iter().filter(|t| t.claimable_at(now)).count() as i64;
         let used = match &evaluated {
             Ok(Policy { window: Some(window), .. }) => state.used(&row.identity, window.window_start(now)),
             _ => 0,
@@ -111,7 +113,11 @@ impl ModelStore {
                     now,
                     in_flight: in_flight.len() as i64,
                     used,
-                    earliest_lease_expiry: in_flight.iter().filter_map(|t| t.lease_expires_at).min(),
+                    earliest_lease_expiry: in_flight
+                        .iter()
+                        .filter_map(|t| t.lease_expires_at)
+                        .filter(|l| *l >= now)
+                        .min(),
                     reaper_interval: self.reaper_interval_chrono(),
                 },
             ),
@@ -126,6 +132,7 @@ impl ModelStore {
                 Pending::Count => pending_count,
                 Pending::AnyAtAll => pending_count.min(1),
             },
+            lapsed,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }

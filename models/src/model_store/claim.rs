@@ -177,7 +177,8 @@ impl ModelStore {
             now,
             in_flight: others.len() as i64,
             used,
-            earliest_lease_expiry: others.iter().filter_map(|t| t.lease_expires_at).min(),
+            // REQ-6: the earliest live lease; a lapsed one frees its slot at the next reap.
+            earliest_lease_expiry: others.iter().filter_map(|t| t.lease_expires_at).filter(|l| *l >= now).min(),
             reaper_interval: self.reaper_interval_chrono(),
         }
     }

@@ -335,6 +335,7 @@ mod tests {
             policy: None,
             status: unavailable_status(),
             pending: 7,
+            lapsed: 0,
             created_at: chrono::DateTime::UNIX_EPOCH,
             updated_at: chrono::DateTime::UNIX_EPOCH,
         };
