@@ -200,3 +200,68 @@ async fn req8_clock_in_is_bounded_and_an_operator_override_is_named_in_the_diges
     assert_eq!(rung.len(), 1, "one digest on the way in: {rung:?}");
     assert_eq!(rung[0].message["params"]["meta"]["reason"], "operator");
 }
+
+// SPEC-0030 REQ-8 "when its policy is raised", issue #28: work that was already rung (so no
+// push is withheld for it), deferred by lowering the budget and reopened by raising it with no
+// claim in between, is rung exactly once. The policy write records the watch itself.
+#[tokio::test]
+async fn req8_lower_then_raise_rings_exactly_once() {
+    let world = World::new().await;
+    let owner = world.human("lower").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    attached(&world, &endpoint, "r1").await;
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    let daily = |max| Policy {
+        max_in_flight: None,
+        max_claims_per_window: Some(max),
+        window: Some(WindowSpec::parse("day", "UTC", "00:00", None).expect("window")),
+    };
+    world.store.set_policy(&identity, &daily(5), &actor).await.expect("policy");
+    world.push(&identity, "rung on creation").await;
+    let created = world.store.dispatch_pushes().await.expect("dispatch");
+    assert_eq!((created.rings.len(), created.withheld_deferred), (1, 0));
+
+    world.store.set_policy(&identity, &daily(0), &actor).await.expect("lower");
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "deferred: nothing rings");
+    world.store.set_policy(&identity, &daily(5), &actor).await.expect("raise");
+    let reopened = world.store.reopen_sweep().await.expect("sweep");
+    assert_eq!((reopened.rings.len(), reopened.reopens), (1, 1));
+    assert_eq!(reopened.rings[0].reason, RingReason::Reopen);
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "exactly once");
+}
+
+// SPEC-0030 REQ-8 "when its window turns", issue #28: a claim on any surface (here the
+// owner's, as the board claims) that spends the window defers the queue; when the boundary
+// passes, the waiting work is rung once. The claim's own transaction records the watch.
+#[tokio::test]
+async fn req8_an_owner_claim_that_fills_the_window_then_the_boundary_rings_once() {
+    let world = World::new().await;
+    let (_, token) = world.store.bootstrap_human("filler", false).await.expect("bootstrap human");
+    let endpoint = endpoint_of(&world.agent(&world.human_scope(&token).await, &["q"]).await);
+    // Read after the vend, so the scope manages the new endpoint.
+    let owner = world.human_scope(&token).await;
+    world.clock.set(support::at("2026-11-30T09:00:00Z"));
+    let session = attached(&world, &endpoint, "r1").await;
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    let policy = Policy {
+        max_in_flight: None,
+        max_claims_per_window: Some(1),
+        window: Some(WindowSpec::parse("day", "UTC", "00:00", None).expect("window")),
+    };
+    world.store.set_policy(&identity, &policy, &actor).await.expect("policy");
+    let first = world.push(&identity, "claimed by the owner").await;
+    world.push(&identity, "waits for tomorrow").await;
+    assert_eq!(world.store.dispatch_pushes().await.expect("dispatch").rings.len(), 2, "both rung on creation");
+
+    let human = Actor::Human(owner.clone());
+    let claimed = world.store.claim(&human, &first.id, 600).await.expect("the owner's claim");
+    assert_eq!(claimed.admission.and_then(|a| a.remaining), Some(0));
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "spent: nothing rings");
+    world.clock.set(support::at("2026-12-01T00:00:00Z"));
+    world.store.refresh_sessions("r1", std::slice::from_ref(&session)).await.expect("the stream is still there");
+    let reopened = world.store.reopen_sweep().await.expect("sweep");
+    assert_eq!((reopened.rings.len(), reopened.reopens), (1, 1));
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "exactly once");
+}

@@ -362,6 +362,13 @@ impl Headroom {
             window_resets_at: charged_window.map(|(_, end)| end),
         }
     }
+
+    /// Whether the claim left the queue with no room: its window spent or its in-flight cap
+    /// reached. The next claim is deferred, so the store watches the queue for its reopening
+    /// (REQ-8, issue #28).
+    pub fn leaves_no_room(&self) -> bool {
+        self.remaining == Some(0) || self.max_in_flight.is_some_and(|max| self.in_flight >= max)
+    }
 }
 
 #[cfg(test)]

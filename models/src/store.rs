@@ -508,8 +508,6 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// decided: a doorbell to one session and a call per hook, or nothing while the queue
     /// identity is deferred (then the reopen sweep watches it) or the endpoint is out.
     fn dispatch_pushes(&self) -> impl Future<Output = Result<crate::push::PushReport>> + Send;
-    /// Claimers of these identities were told to wait: the reopen sweep watches them.
-    fn watch_reopen(&self, identities: &[QueueIdentity]) -> impl Future<Output = Result<()>> + Send;
     /// The reopen sweep (REQ-8): each watched identity that admits claims again is rung once per
     /// endpoint and queue with pending work (presence permitting), and no longer watched.
     fn reopen_sweep(&self) -> impl Future<Output = Result<crate::push::PushReport>> + Send;

@@ -392,11 +392,6 @@ impl Store for BridgeStore {
         self.call(|s| async move { s.dispatch_pushes().await })
     }
 
-    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
-        let identities = identities.to_vec();
-        self.call(move |s| async move { s.watch_reopen(&identities).await })
-    }
-
     async fn reopen_sweep(&self) -> Result<PushReport> {
         self.call(|s| async move { s.reopen_sweep().await })
     }

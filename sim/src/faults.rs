@@ -533,10 +533,6 @@ impl<S: Store> Store for Faulty<S> {
         .await
     }
 
-    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
-        self.guarded(Kind::Write, self.inner.watch_reopen(identities), nothing).await
-    }
-
     async fn reopen_sweep(&self) -> Result<PushReport> {
         self.guarded(Kind::Write, self.inner.reopen_sweep(), |report, ledger| self.pushed("reopen", report, ledger))
             .await

@@ -235,6 +235,7 @@ impl PgStore {
             {
                 recount_window(&mut tx, identity, window, now).await?;
             }
+            self.watch_if_deferred_by(&mut tx, identity, policy, now).await?;
             let action = if before.is_some() { "update" } else { "create" };
             audit(&mut tx, &id, identity, actor, action, before, Some(policy.to_json()), now).await?;
             tracing::info!(queue = %identity, action, "admission policy saved");
@@ -247,6 +248,37 @@ impl PgStore {
             .await?
             .pop()
             .ok_or_else(|| Error::internal("saved policy vanished"))
+    }
+
+    /// REQ-8 (issue #28): a policy write that leaves the identity deferred (lowered below its
+    /// usage or in-flight count, or paused) records the reopen watch in its own transaction, so
+    /// raising it again rings the waiting work once. Read under the policy lock, as a claim reads.
+    async fn watch_if_deferred_by(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let window_start = policy.window.as_ref().map(|w| w.window_start(now));
+        let (in_flight, used): (i64, Option<i32>) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM todos t WHERE t.state = 'claimed' AND t.queue = $3 \
+                       AND (t.endpoint_id = $1 OR t.team_id = $2)), \
+                    (SELECT w.used FROM admission_windows w WHERE w.owner_id = coalesce($1, $2) AND w.queue = $3 \
+                       AND w.window_start = $4)",
+        )
+        .bind(identity.endpoint_id())
+        .bind(identity.team_id())
+        .bind(&identity.queue)
+        .bind(window_start)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        let used = if policy.charges() { i64::from(used.unwrap_or(0)) } else { 0 };
+        if admission::decide(policy, in_flight, used) != admission::Decision::Admit {
+            self.watch_if_waiting(tx, identity, now).await?;
+        }
+        Ok(())
     }
 
     pub(crate) async fn clear_policy_tx(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {

@@ -266,6 +266,10 @@ impl PgStore {
             let statuses =
                 if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(excluded, Pending::Count).await? };
             if let Exhausted::Answer(answer) = rounds.exhausted(statuses) {
+                if let ClaimNext::Empty { deferred } = &answer {
+                    let waiting: Vec<QueueIdentity> = deferred.iter().map(|d| d.identity.clone()).collect();
+                    self.watch_refused(&waiting).await;
+                }
                 turns.answer_all(Ok(answer));
                 return Ok(());
             }
@@ -443,6 +447,7 @@ impl PgStore {
         tx.rollback().await.map_err(db_error)?;
         let Refusal { reason, hint, now } = refused.expect("a claim neither made nor refused");
         self.counters.refused(&candidate.identity.queue, reason);
+        self.watch_refused(std::slice::from_ref(&candidate.identity)).await;
         Err(deferred_error(&candidate.identity, reason, hint, now))
     }
 
@@ -540,7 +545,12 @@ impl PgStore {
                 let headroom = Headroom::after_claim(policy, seen.in_flight, used, charged_window);
                 Claimed { todo, admission: Some(headroom) }
             })
-            .collect();
+            .collect::<Vec<Claimed>>();
+        // REQ-8 (issue #28): a claim that leaves no room defers the queue; the reopen watch is
+        // recorded in this transaction, whatever surface the claim came from.
+        if claimed.last().and_then(|c| c.admission.as_ref()).is_some_and(Headroom::leaves_no_room) {
+            self.watch_if_waiting(tx, &first.identity, observed.now).await?;
+        }
         Ok(Admission { claimed, refused })
     }
 

@@ -259,10 +259,6 @@ impl Store for PgStore {
         self.dispatch_pushes_tx().await
     }
 
-    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
-        self.watch_reopen_tx(identities).await
-    }
-
     async fn reopen_sweep(&self) -> Result<PushReport> {
         self.reopen_sweep_tx().await
     }

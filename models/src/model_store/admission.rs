@@ -208,6 +208,14 @@ impl ModelStore {
         {
             state.recount_window(identity, window);
         }
+        // REQ-8 (issue #28): a write that leaves the identity deferred watches it, in this write.
+        let deferred = self
+            .admissions_of(&state, std::slice::from_ref(identity), Pending::AnyAtAll)
+            .first()
+            .is_some_and(|admission| admission.status.hint.is_deferred());
+        if deferred {
+            state.watch_if_waiting(identity, now);
+        }
         let action = if before.is_some() { "update" } else { "create" };
         state.append_audit(identity, actor, action, before, Some(policy.to_json()), now);
         // Read back as any later reader sees it (PgStore reads after commit, at a fresh clock).

@@ -94,6 +94,12 @@ impl ModelStore {
             let statuses =
                 if excluded.is_empty() { vec![] } else { self.admissions_of(state, excluded, Pending::Count) };
             if let Exhausted::Answer(answer) = rounds.exhausted(statuses) {
+                if let ClaimNext::Empty { deferred } = &answer {
+                    let now = self.clock.now();
+                    for waiting in deferred {
+                        state.watch_if_waiting(&waiting.identity, now);
+                    }
+                }
                 return Ok(answer);
             }
         }
@@ -115,6 +121,7 @@ impl ModelStore {
             }
             Admission::Refused { reason, hint, now } => {
                 self.counters.refused(&candidate.identity.queue, reason);
+                state.watch_if_waiting(&candidate.identity, self.clock.now());
                 Err(deferred_error(&candidate.identity, reason, hint, now))
             }
         }
@@ -158,6 +165,9 @@ impl ModelStore {
                     assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
                 }
                 let headroom = Headroom::after_claim(&policy, observed.in_flight, used, charged_window);
+                if headroom.leaves_no_room() {
+                    state.watch_if_waiting(&candidate.identity, observed.now);
+                }
                 Ok(Admission::Claimed(Box::new(Claimed { todo, admission: Some(headroom) })))
             }
         }

@@ -274,18 +274,6 @@ impl ModelStore {
             .collect()
     }
 
-    /// Claimers of these identities were told to wait: watch them.
-    pub(super) fn watch_reopen_tx(&self, identities: &[QueueIdentity]) {
-        if identities.is_empty() {
-            return;
-        }
-        let mut state = self.lock();
-        let now = self.clock.now();
-        for identity in identities {
-            state.watch_in(identity, now);
-        }
-    }
-
     /// REQ-8's reopen sweep: each watched identity (oldest watch first, a batch) that admits
     /// claims again is unwatched and rung once per endpoint and queue.
     pub(super) fn reopen_sweep_tx(&self) -> Result<PushReport> {
@@ -329,6 +317,9 @@ impl ModelStore {
             .map(|(_, todo, _)| todo.clone())
             .collect();
         let deferred = self.deferred_among(&state, due.iter().map(|t| &t.identity));
+        for identity in &deferred {
+            state.watch_if_waiting(identity, now);
+        }
         let eligible: Vec<Todo> = due.into_iter().filter(|t| !deferred.contains(&t.identity)).collect();
         let chosen = push::round_robin(eligible, |t| t.identity.owner.clone(), push::HEARTBEAT_TODOS_PER_SWEEP_MAX);
         let mut report = PushReport::default();
@@ -355,6 +346,15 @@ impl State {
     pub(super) fn push_due(&mut self, todo_id: &str, reason: DueReason) {
         let seq = self.next_number("push_due");
         self.push.due.push(DueRow { seq, todo_id: todo_id.to_string(), reason });
+    }
+
+    /// Issue #28 (`PgStore::watch_if_waiting`): watches an identity that has pending work, when
+    /// it became deferred (a claim filled it, a policy write or the heartbeat found it so) or a
+    /// claim was refused.
+    pub(super) fn watch_if_waiting(&mut self, identity: &QueueIdentity, now: DateTime<Utc>) {
+        if self.todos.values().any(|t| t.state == TodoState::Pending && &t.identity == identity) {
+            self.watch_in(identity, now);
+        }
     }
 
     /// Watches an identity unless it already is (`ON CONFLICT DO NOTHING`).

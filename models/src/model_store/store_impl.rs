@@ -253,11 +253,6 @@ impl Store for ModelStore {
         self.dispatch_pushes_tx()
     }
 
-    async fn watch_reopen(&self, identities: &[QueueIdentity]) -> Result<()> {
-        self.watch_reopen_tx(identities);
-        Ok(())
-    }
-
     async fn reopen_sweep(&self) -> Result<PushReport> {
         self.reopen_sweep_tx()
     }

@@ -12,7 +12,7 @@ use crate::wire::{
     todo_json, todos_with_admission,
 };
 use models::admission::Policy;
-use models::error::{Code, Error, Result};
+use models::error::{Error, Result};
 use models::identity::{QueueIdentity, validate_queue_name};
 use models::presence::Presence;
 use models::scope::{Actor, AgentScope};
@@ -61,10 +61,8 @@ async fn claim_next_tool<S: Store>(
     args.only(&["queue", "lease_ttl_seconds"])?;
     let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
     let queues = agent.narrow(args.opt_str("queue")?)?;
+    // The store watches every queue it defers, on every surface (REQ-8, issue #28).
     let outcome = state.store.claim_next(actor, &queues, lease).await?;
-    // Who was told to wait (an empty answer's deferred queues, a queue this claim filled) is
-    // watched, so the reopen sweep rings once when their queue admits claims again (REQ-8).
-    state.push.after_claim_next(&state.store, &outcome).await;
     match outcome {
         ClaimNext::Claimed(claimed) => {
             let mut body = claimed_json(&claimed);
@@ -86,19 +84,8 @@ async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_
     args.only(&["id", "lease_ttl_seconds"])?;
     let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
     let id = args.str("id")?;
-    match state.store.claim(actor, id, lease).await {
-        Ok(claimed) => {
-            state.push.after_claim(&state.store, Ok(&claimed)).await;
-            Ok(claimed_json(&claimed))
-        }
-        Err(error) => {
-            if error.code == Code::Deferred {
-                let identity = state.store.get_todo(actor, id).await.ok().map(|todo| todo.identity);
-                state.push.after_claim(&state.store, Err((&error, identity))).await;
-            }
-            Err(error)
-        }
-    }
+    let claimed = state.store.claim(actor, id, lease).await?;
+    Ok(claimed_json(&claimed))
 }
 
 /// `heartbeat`, `complete`, `fail`, `release`: the claimer's work on a todo it holds.

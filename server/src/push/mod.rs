@@ -11,10 +11,7 @@ pub mod api;
 pub mod stream;
 pub mod tasks;
 
-use models::error::{Code, Error};
-use models::identity::QueueIdentity;
 use models::push::Ring;
-use models::store::{ClaimNext, Claimed, Store};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -174,43 +171,5 @@ impl Hub {
     /// An in-flight slot freed or a policy changed: the reopen sweep runs now.
     pub fn capacity_changed(&self) {
         self.reopen_now.notify_one();
-    }
-
-    /// Tells the store who was just told to wait after a `claim_next`: the deferred queues of an
-    /// empty answer, or the queue a claim just filled. Best effort: a missed watch loses that
-    /// reopen ring, and the doorbell heartbeat still re-rings the waiting work on its schedule.
-    pub async fn after_claim_next<S: Store>(&self, store: &S, outcome: &ClaimNext) {
-        let waiting: Vec<QueueIdentity> = match outcome {
-            ClaimNext::Claimed(claimed) => filled(claimed).into_iter().collect(),
-            ClaimNext::Empty { deferred } => deferred.iter().map(|d| d.identity.clone()).collect(),
-        };
-        watch(store, &waiting).await;
-    }
-
-    /// After a named claim: the queue it filled, or the deferred queue it was refused by.
-    pub async fn after_claim<S: Store>(&self, store: &S, outcome: Result<&Claimed, (&Error, Option<QueueIdentity>)>) {
-        let waiting = match outcome {
-            Ok(claimed) => filled(claimed),
-            Err((error, identity)) if error.code == Code::Deferred => identity,
-            Err(_) => None,
-        };
-        watch(store, &waiting.into_iter().collect::<Vec<_>>()).await;
-    }
-}
-
-/// The identity a successful claim left with no room (window spent or in-flight full).
-fn filled(claimed: &Claimed) -> Option<QueueIdentity> {
-    let headroom = claimed.admission.as_ref()?;
-    let spent = headroom.remaining == Some(0);
-    let full = headroom.max_in_flight.is_some_and(|max| headroom.in_flight >= max);
-    (spent || full).then(|| claimed.todo.identity.clone())
-}
-
-async fn watch<S: Store>(store: &S, identities: &[QueueIdentity]) {
-    if identities.is_empty() {
-        return;
-    }
-    if let Err(error) = store.watch_reopen(identities).await {
-        tracing::warn!(%error, "could not record the reopen watch; the heartbeat re-rings the work later");
     }
 }

@@ -51,6 +51,10 @@ impl PgStore {
             }
         }
         let deferred = self.deferred_among(due.iter().map(|t| &t.identity)).await?;
+        // Issue #28: deferred work the heartbeat skips is watched, so its reopening rings.
+        for identity in &deferred {
+            self.watch_if_waiting(tx, identity, now).await?;
+        }
         // Round-robin: at most one todo per owner per round, in due order.
         let mut by_owner: BTreeMap<Owner, Vec<Todo>> = BTreeMap::new();
         for todo in due.into_iter().filter(|t| !deferred.contains(&t.identity)) {

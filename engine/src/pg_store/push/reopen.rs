@@ -35,16 +35,51 @@ impl PgStore {
         Ok(())
     }
 
-    pub(crate) async fn watch_reopen_tx(&self, identities: &[QueueIdentity]) -> Result<()> {
-        if identities.is_empty() {
-            return Ok(());
-        }
-        let mut conn = self.pool.acquire().await.map_err(db_error)?;
-        let now = self.push_now(&mut conn).await?;
-        for identity in identities {
-            self.watch_in(&mut conn, identity, now).await?;
-        }
+    /// Issue #28: the store records the watch whenever an identity becomes deferred, in the
+    /// transaction that made it so (a claim that fills it, a policy write that defers it), and
+    /// when a claim is refused: only when it has pending work to ring for.
+    pub(crate) async fn watch_if_waiting(
+        &self,
+        conn: &mut PgConnection,
+        identity: &QueueIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let (kind, owner) = watch_key(identity);
+        sqlx::query(
+            "INSERT INTO admission_reopen_watch (owner_kind, owner_id, queue, since) \
+             SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM todos t WHERE t.state = 'pending' \
+               AND t.queue = $3 AND (t.endpoint_id = $5 OR t.team_id = $6)) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(kind)
+        .bind(owner)
+        .bind(&identity.queue)
+        .bind(now)
+        .bind(identity.endpoint_id())
+        .bind(identity.team_id())
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
         Ok(())
+    }
+
+    /// Claimers of these identities were refused: watch those with pending work, after the
+    /// refused transaction rolled back. Best effort (the refusal is the answer either way).
+    pub(crate) async fn watch_refused(&self, identities: &[QueueIdentity]) {
+        if identities.is_empty() {
+            return;
+        }
+        let watched = async {
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            let now = self.push_now(&mut conn).await?;
+            for identity in identities {
+                self.watch_if_waiting(&mut conn, identity, now).await?;
+            }
+            Ok::<(), models::error::Error>(())
+        };
+        if let Err(error) = watched.await {
+            tracing::warn!(%error, "could not record the reopen watch of a refused claim");
+        }
     }
 
     /// REQ-8's reopen sweep. A watched identity is taken with `SKIP LOCKED`, so one replica
