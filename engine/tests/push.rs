@@ -265,3 +265,37 @@ async fn req8_an_owner_claim_that_fills_the_window_then_the_boundary_rings_once(
     assert_eq!((reopened.rings.len(), reopened.reopens), (1, 1));
     assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "exactly once");
 }
+
+// SPEC-0030 REQ-8 "no hook call while deferred", issue #28: the check is made again when the
+// call is sent. A call enqueued while the queue admitted claims, whose queue is deferred by the
+// time a sender takes it, is dropped (saying why) and the queue watched; raising the budget
+// enqueues one `reopened` call, which is sent.
+#[tokio::test]
+async fn req8_a_hook_call_whose_queue_was_deferred_since_is_rechecked_at_send_time() {
+    let world = World::new().await;
+    let owner = world.human("recheck").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    world.store.add_hook(&endpoint, "http://hooks.example/x", "whsec_c2VjcmV0", false).await.expect("hook");
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    let daily = |max| Policy {
+        max_in_flight: None,
+        max_claims_per_window: Some(max),
+        window: Some(WindowSpec::parse("day", "UTC", "00:00", None).expect("window")),
+    };
+    world.store.set_policy(&identity, &daily(5), &actor).await.expect("policy");
+    world.push(&identity, "notify").await;
+    assert_eq!(world.store.dispatch_pushes().await.expect("dispatch").hook_calls_enqueued, 1);
+
+    world.store.set_policy(&identity, &daily(0), &actor).await.expect("lower");
+    assert!(world.store.take_hook_calls("r1").await.expect("take").is_empty(), "deferred at send time");
+    let dropped: (Option<String>, Option<String>) =
+        sqlx::query_as("SELECT outcome, last_error FROM hook_outbox").fetch_one(world.store.pool()).await.expect("row");
+    assert_eq!(dropped, (Some("dropped".into()), Some(models::push::HOOK_DEFERRED_AT_SEND.into())));
+
+    world.store.set_policy(&identity, &daily(5), &actor).await.expect("raise");
+    assert_eq!(world.store.reopen_sweep().await.expect("sweep").hook_calls_enqueued, 1);
+    let calls = world.store.take_hook_calls("r1").await.expect("take");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].body["reason"], "reopened");
+}

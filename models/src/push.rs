@@ -42,6 +42,10 @@ pub const HOOK_CALLS_PER_MINUTE_MAX: i32 = 120;
 /// How long a replica holds a hook call it is sending; longer than a call can take (5 s), so a
 /// live sender never loses its lease, and a crashed one's call is sent by another after it.
 pub const HOOK_LEASE_SECONDS: i64 = 30;
+
+/// The `last_error` of a hook call dropped at send time because its queue had been deferred
+/// since the call was enqueued (REQ-8, issue #28); the queue's reopening enqueues a new call.
+pub const HOOK_DEFERRED_AT_SEND: &str = "queue deferred at send time; the reopening calls again";
 /// Hook calls one replica takes per pass.
 pub const HOOK_CALLS_PER_PASS_MAX: i64 = 20;
 /// Largest hook body (SPEC-0024).

@@ -8,10 +8,12 @@
 //! two live replicas never both send one call. The per-hook rate limit is counted on the hook's
 //! row, exact across replicas.
 
+use super::rows::identity_of;
 use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use models::error::{Code, Error, Result};
-use models::push::{self, HookCall, HookOutcome, NotifyHook};
+use models::identity::QueueIdentity;
+use models::push::{self, HOOK_DEFERRED_AT_SEND, HookCall, HookOutcome, NotifyHook};
 use serde_json::Value;
 
 const HOOK_COLUMNS: &str =
@@ -53,6 +55,16 @@ struct CallRow {
     msg_id: String,
     body: Value,
     attempts: i32,
+    /// The queue identity of the todo the call is about, while the todo exists.
+    todo_endpoint_id: Option<String>,
+    todo_team_id: Option<String>,
+    todo_queue: Option<String>,
+}
+
+impl CallRow {
+    fn identity(&self) -> Option<QueueIdentity> {
+        identity_of(self.todo_endpoint_id.clone(), self.todo_team_id.clone(), self.todo_queue.clone()?).ok()
+    }
 }
 
 impl PgStore {
@@ -155,8 +167,10 @@ impl PgStore {
                 .await
                 .map_err(db_error)?;
             let due: Vec<CallRow> = sqlx::query_as(
-                "SELECT o.id, o.hook_id, h.url, h.secret, o.msg_id, o.body, o.attempts \
+                "SELECT o.id, o.hook_id, h.url, h.secret, o.msg_id, o.body, o.attempts, \
+                   t.endpoint_id AS todo_endpoint_id, t.team_id AS todo_team_id, t.queue AS todo_queue \
                  FROM hook_outbox o JOIN notify_hooks h ON h.id = o.hook_id \
+                 LEFT JOIN todos t ON t.id = o.body->>'todo_id' \
                  WHERE o.outcome IS NULL AND o.next_attempt_at <= $1 AND (o.leased_until IS NULL OR o.leased_until < $1) \
                    AND h.enabled \
                  ORDER BY o.next_attempt_at, o.id LIMIT $2 FOR UPDATE OF o SKIP LOCKED",
@@ -166,6 +180,29 @@ impl PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db_error)?;
+            // REQ-8 (issue #28): no hook call while its queue is deferred, checked again at send
+            // time. A call whose queue was deferred since it was enqueued is dropped and its queue
+            // watched; the reopening enqueues a `reopened` call.
+            let identities: Vec<Option<QueueIdentity>> = due.iter().map(CallRow::identity).collect();
+            let deferred = self.deferred_among(identities.iter().flatten()).await?;
+            let mut sendable = Vec::with_capacity(due.len());
+            for (row, identity) in due.into_iter().zip(identities) {
+                match identity.filter(|identity| deferred.contains(identity)) {
+                    Some(identity) => {
+                        sqlx::query(
+                            "UPDATE hook_outbox SET outcome = 'dropped', last_error = $2, leased_until = NULL WHERE id = $1",
+                        )
+                        .bind(row.id)
+                        .bind(HOOK_DEFERRED_AT_SEND)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_error)?;
+                        self.watch_if_waiting(&mut tx, &identity, now).await?;
+                    }
+                    None => sendable.push(row),
+                }
+            }
+            let due = sendable;
             let minute = now.duration_trunc(Duration::minutes(1)).unwrap_or(now);
             let mut calls = Vec::new();
             for row in due {

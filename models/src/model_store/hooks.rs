@@ -12,6 +12,7 @@
 
 use super::{ModelStore, State, database_error};
 use crate::error::{Code, Error, Result};
+use crate::identity::QueueIdentity;
 use crate::mutants;
 use crate::presence::Presence;
 use crate::push::{self, HookCall, HookOutcome, NotifyHook};
@@ -178,19 +179,45 @@ impl ModelStore {
         let mut state = self.lock();
         let now = self.clock.now();
         let lapsed_leases_free = !mutants::hooks::lapsed_hook_leases_stay_taken();
-        let state = &mut *state;
-        let hooks = &mut state.push.hooks;
-        let mut due: Vec<&mut OutboxRow> = state
+        // The due calls (a pass at most), with the queue identity of the todo each is about.
+        let mut due: Vec<(DateTime<Utc>, i64, Option<QueueIdentity>)> = state
             .push
             .outbox
-            .iter_mut()
+            .iter()
             .filter(|o| {
                 o.outcome.is_none()
                     && o.next_attempt_at <= now
                     && o.leased_until.is_none_or(|until| lapsed_leases_free && until < now)
-                    && hooks.iter().any(|h| h.id == o.hook_id && h.enabled)
+                    && state.push.hooks.iter().any(|h| h.id == o.hook_id && h.enabled)
+            })
+            .map(|o| {
+                let todo = o.body["todo_id"].as_str().and_then(|id| state.todos.get(id));
+                (o.next_attempt_at, o.id, todo.map(|t| t.identity.clone()))
             })
             .collect();
+        due.sort_by_key(|(at, id, _)| (*at, *id));
+        due.truncate(push::HOOK_CALLS_PER_PASS_MAX as usize);
+        // REQ-8 (issue #28): re-checked at send time; a call whose queue is deferred now is
+        // dropped and its queue watched (`PgStore::take_hook_calls_tx`).
+        let deferred = self.deferred_among(&state, due.iter().filter_map(|(_, _, identity)| identity.as_ref()));
+        let mut sendable = Vec::with_capacity(due.len());
+        for (_, id, identity) in due {
+            match identity.filter(|identity| deferred.contains(identity)) {
+                Some(identity) => {
+                    if let Some(row) = state.push.outbox.iter_mut().find(|o| o.id == id) {
+                        row.outcome = Some("dropped");
+                        row.last_error = Some(push::HOOK_DEFERRED_AT_SEND.to_string());
+                        row.leased_until = None;
+                    }
+                    state.watch_if_waiting(&identity, now);
+                }
+                None => sendable.push(id),
+            }
+        }
+        let state = &mut *state;
+        let hooks = &mut state.push.hooks;
+        let due: Vec<&mut OutboxRow> = state.push.outbox.iter_mut().filter(|o| sendable.contains(&o.id)).collect();
+        let mut due = due;
         due.sort_by_key(|a| (a.next_attempt_at, a.id));
         let minute = push::hook_rate_minute(now);
         let mut calls = Vec::new();
