@@ -115,8 +115,13 @@ async fn security_the_write_limiter_counts_deletes_and_refills_one_write_a_secon
     tokio::time::sleep(Duration::from_secs(refused.retry_after.unwrap_or(1))).await;
     assert_eq!(world.put(0, &alice, &scope, 8).await.status, 200, "one write a second refills");
     assert!(world.put(0, &alice, &scope, 9).await.limited(), "and only one");
-    let (status, shown) = Client::new(&world.servers[0].base).get(&format!("/api/v1/admission/{scope}/inbox"), &alice).await;
-    assert_eq!((status, shown["policy"]["max_in_flight"].as_i64()), (200, Some(8)), "the refused writes changed nothing");
+    let (status, shown) =
+        Client::new(&world.servers[0].base).get(&format!("/api/v1/admission/{scope}/inbox"), &alice).await;
+    assert_eq!(
+        (status, shown["policy"]["max_in_flight"].as_i64()),
+        (200, Some(8)),
+        "the refused writes changed nothing"
+    );
 }
 
 // SPEC-0030 Security Requirements "per human": another human's writes have a bucket of their
