@@ -479,3 +479,49 @@ async fn security_mcp_policy_writes_are_rate_limited_per_endpoint() {
     let (_, shown) = world.client.get(&format!("/api/v1/admission/endpoint:{slug}/lane"), &alice).await;
     assert_eq!(shown["policy"]["max_in_flight"], 9, "the refused write changed nothing");
 }
+
+// SPEC-0030 REQ-13 "A client disconnects after the policy lock is taken" (issue #28), through
+// the real binary: an agent's claim_next waits on the queue's policy lock, which another
+// connection holds; the agent's HTTP client gives up and closes its connection. When the lock
+// comes free, nothing has been claimed or charged, and the todo is there for the next claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req13_an_mcp_client_that_leaves_while_its_claim_waits_on_the_policy_lock_charges_nothing() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (slug, key) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox"]})).await);
+    assert_eq!(world.put_policy(&alice, &format!("endpoint:{slug}"), "inbox", daily(5)).await.0, 200);
+    let todo = world.push(&alice, &slug, "inbox", "waits for the lock").await;
+    let pool = sqlx::PgPool::connect(&world.db.url).await.expect("connect");
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM admission_policies FOR UPDATE").execute(&mut *holder).await.expect("hold the lock");
+
+    let impatient = reqwest::Client::builder().timeout(std::time::Duration::from_millis(1500)).build().expect("client");
+    let left = impatient
+        .post(format!("{}/mcp/{slug}", world.client.base))
+        .bearer_auth(&key)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "claim_next", "arguments": {}}}))
+        .send()
+        .await
+        .expect_err("the claim waits on the lock until the client leaves");
+    assert!(left.is_timeout(), "{left}");
+    let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        .fetch_one(&pool)
+        .await
+        .expect("waiters");
+    assert!(waiting >= 1, "the claim was waiting on the policy lock when its client left");
+    holder.rollback().await.expect("release the lock");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+
+    let state: String =
+        sqlx::query_scalar("SELECT state FROM todos WHERE id = $1").bind(&todo).fetch_one(&pool).await.expect("todo");
+    let attempts: i64 = sqlx::query_scalar("SELECT count(*) FROM todo_attempts").fetch_one(&pool).await.expect("n");
+    let charged: i64 = sqlx::query_scalar("SELECT coalesce(sum(used), 0)::bigint FROM admission_windows")
+        .fetch_one(&pool)
+        .await
+        .expect("usage");
+    assert_eq!((state.as_str(), attempts, charged), ("pending", 0, 0), "nothing claimed or charged");
+    let (is_error, claimed) = world.client.tool(&slug, &key, "claim_next", json!({})).await;
+    assert!(!is_error, "{claimed}");
+    assert_eq!((claimed["todo"]["id"].as_str(), claimed["admission"]["used"].as_i64()), (Some(todo.as_str()), Some(1)));
+}
