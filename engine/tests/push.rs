@@ -22,6 +22,12 @@ fn endpoint_of(agent: &Actor) -> String {
     }
 }
 
+/// A budget of `max` claims per UTC day.
+fn daily_utc(max: i64) -> Policy {
+    let window = WindowSpec::parse("day", "UTC", "00:00", None).expect("window");
+    Policy { max_in_flight: None, max_claims_per_window: Some(max), window: Some(window) }
+}
+
 async fn attached(world: &World, endpoint: &str, replica: &str) -> String {
     let session = world.store.open_session(endpoint).await.expect("open");
     assert!(world.store.attach_session(endpoint, &session, replica).await.expect("attach"));
@@ -137,8 +143,7 @@ async fn req8_a_deferred_identity_is_watched_and_rung_once_when_its_policy_is_ra
     let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
     attached(&world, &endpoint, "r1").await;
     let identity = QueueIdentity::endpoint(&endpoint, "q");
-    let window = WindowSpec::parse("day", "UTC", "00:00", None).expect("window");
-    let policy = Policy { max_in_flight: None, max_claims_per_window: Some(0), window: Some(window) };
+    let policy = daily_utc(0);
     let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
     world.store.set_policy(&identity, &policy, &actor).await.expect("policy");
     world.push(&identity, "waits").await;
@@ -212,19 +217,14 @@ async fn req8_lower_then_raise_rings_exactly_once() {
     attached(&world, &endpoint, "r1").await;
     let identity = QueueIdentity::endpoint(&endpoint, "q");
     let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
-    let daily = |max| Policy {
-        max_in_flight: None,
-        max_claims_per_window: Some(max),
-        window: Some(WindowSpec::parse("day", "UTC", "00:00", None).expect("window")),
-    };
-    world.store.set_policy(&identity, &daily(5), &actor).await.expect("policy");
+    world.store.set_policy(&identity, &daily_utc(5), &actor).await.expect("policy");
     world.push(&identity, "rung on creation").await;
     let created = world.store.dispatch_pushes().await.expect("dispatch");
     assert_eq!((created.rings.len(), created.withheld_deferred), (1, 0));
 
-    world.store.set_policy(&identity, &daily(0), &actor).await.expect("lower");
+    world.store.set_policy(&identity, &daily_utc(0), &actor).await.expect("lower");
     assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "deferred: nothing rings");
-    world.store.set_policy(&identity, &daily(5), &actor).await.expect("raise");
+    world.store.set_policy(&identity, &daily_utc(5), &actor).await.expect("raise");
     let reopened = world.store.reopen_sweep().await.expect("sweep");
     assert_eq!((reopened.rings.len(), reopened.reopens), (1, 1));
     assert_eq!(reopened.rings[0].reason, RingReason::Reopen);
@@ -245,11 +245,7 @@ async fn req8_an_owner_claim_that_fills_the_window_then_the_boundary_rings_once(
     let session = attached(&world, &endpoint, "r1").await;
     let identity = QueueIdentity::endpoint(&endpoint, "q");
     let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
-    let policy = Policy {
-        max_in_flight: None,
-        max_claims_per_window: Some(1),
-        window: Some(WindowSpec::parse("day", "UTC", "00:00", None).expect("window")),
-    };
+    let policy = daily_utc(1);
     world.store.set_policy(&identity, &policy, &actor).await.expect("policy");
     let first = world.push(&identity, "claimed by the owner").await;
     world.push(&identity, "waits for tomorrow").await;
@@ -278,22 +274,17 @@ async fn req8_a_hook_call_whose_queue_was_deferred_since_is_rechecked_at_send_ti
     world.store.add_hook(&endpoint, "http://hooks.example/x", "whsec_c2VjcmV0", false).await.expect("hook");
     let identity = QueueIdentity::endpoint(&endpoint, "q");
     let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
-    let daily = |max| Policy {
-        max_in_flight: None,
-        max_claims_per_window: Some(max),
-        window: Some(WindowSpec::parse("day", "UTC", "00:00", None).expect("window")),
-    };
-    world.store.set_policy(&identity, &daily(5), &actor).await.expect("policy");
+    world.store.set_policy(&identity, &daily_utc(5), &actor).await.expect("policy");
     world.push(&identity, "notify").await;
     assert_eq!(world.store.dispatch_pushes().await.expect("dispatch").hook_calls_enqueued, 1);
 
-    world.store.set_policy(&identity, &daily(0), &actor).await.expect("lower");
+    world.store.set_policy(&identity, &daily_utc(0), &actor).await.expect("lower");
     assert!(world.store.take_hook_calls("r1").await.expect("take").is_empty(), "deferred at send time");
     let dropped: (Option<String>, Option<String>) =
         sqlx::query_as("SELECT outcome, last_error FROM hook_outbox").fetch_one(world.store.pool()).await.expect("row");
     assert_eq!(dropped, (Some("dropped".into()), Some(models::push::HOOK_DEFERRED_AT_SEND.into())));
 
-    world.store.set_policy(&identity, &daily(5), &actor).await.expect("raise");
+    world.store.set_policy(&identity, &daily_utc(5), &actor).await.expect("raise");
     assert_eq!(world.store.reopen_sweep().await.expect("sweep").hook_calls_enqueued, 1);
     let calls = world.store.take_hook_calls("r1").await.expect("take");
     assert_eq!(calls.len(), 1);
