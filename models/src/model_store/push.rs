@@ -249,7 +249,7 @@ impl ModelStore {
         let mut report = PushReport::default();
         for (todo, reason) in work {
             if deferred.contains(&todo.identity) {
-                state.watch_in(&todo.identity, now);
+                state.watch_if_waiting(&todo.identity, now);
                 report.withheld_deferred += 1;
                 continue;
             }

@@ -57,7 +57,7 @@ impl PgStore {
         let deferred = self.deferred_among(work.iter().map(|(t, _)| &t.identity)).await?;
         for (todo, reason) in work {
             if deferred.contains(&todo.identity) {
-                self.watch_in(tx, &todo.identity, now).await?;
+                self.watch_if_waiting(tx, &todo.identity, now).await?;
                 report.withheld_deferred += 1;
                 continue;
             }

@@ -14,30 +14,10 @@ use models::push::{self, PushReport, RingReason};
 use sqlx::{PgConnection, Postgres, Transaction};
 
 impl PgStore {
-    pub(super) async fn watch_in(
-        &self,
-        conn: &mut PgConnection,
-        identity: &QueueIdentity,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let (kind, owner) = watch_key(identity);
-        sqlx::query(
-            "INSERT INTO admission_reopen_watch (owner_kind, owner_id, queue, since) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(kind)
-        .bind(owner)
-        .bind(&identity.queue)
-        .bind(now)
-        .execute(conn)
-        .await
-        .map_err(db_error)?;
-        Ok(())
-    }
-
-    /// Issue #28: the store records the watch whenever an identity becomes deferred, in the
-    /// transaction that made it so (a claim that fills it, a policy write that defers it), and
-    /// when a claim is refused: only when it has pending work to ring for.
+    /// The reopen watch of `identity`, when it has pending work to ring for (`ON CONFLICT DO
+    /// NOTHING`: watched once). Issue #28: the store records it whenever an identity becomes
+    /// deferred, in the transaction that made it so (a claim that fills it, a policy write that
+    /// defers it, a push withheld, the heartbeat skipping it), and when a claim is refused.
     pub(crate) async fn watch_if_waiting(
         &self,
         conn: &mut PgConnection,
