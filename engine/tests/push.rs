@@ -290,3 +290,35 @@ async fn req8_a_hook_call_whose_queue_was_deferred_since_is_rechecked_at_send_ti
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].body["reason"], "reopened");
 }
+
+// SPEC-0030 REQ-8, issue #28: a refused claim proves its queue deferred, so the store watches
+// every queue an empty claim_next lists, in one statement. Here the watches the deferring writes
+// recorded are removed first (as on a database upgraded while queues were deferred), so only the
+// refusal can have recorded them: raising both budgets then rings each queue once.
+#[tokio::test]
+async fn req8_the_queues_an_empty_claim_next_lists_are_watched_and_ring_when_raised() {
+    let world = World::new().await;
+    let owner = world.human("refused").await;
+    let agent = world.agent(&owner, &["a", "b"]).await;
+    let endpoint = endpoint_of(&agent);
+    attached(&world, &endpoint, "r1").await;
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    let queues = [QueueIdentity::endpoint(&endpoint, "a"), QueueIdentity::endpoint(&endpoint, "b")];
+    for queue in &queues {
+        world.store.set_policy(queue, &daily_utc(0), &actor).await.expect("paused");
+        world.push(queue, "waits").await;
+    }
+    world.store.dispatch_pushes().await.expect("dispatch");
+    sqlx::query("DELETE FROM admission_reopen_watch").execute(world.store.pool()).await.expect("forget the watches");
+
+    let granted = queues.to_vec();
+    match world.store.claim_next(&agent, &granted, 60).await.expect("claim_next") {
+        models::store::ClaimNext::Empty { deferred } => assert_eq!(deferred.len(), 2),
+        models::store::ClaimNext::Claimed(claimed) => panic!("claimed {}", claimed.todo.id),
+    }
+    for queue in &queues {
+        world.store.set_policy(queue, &daily_utc(5), &actor).await.expect("raise");
+    }
+    let reopened = world.store.reopen_sweep().await.expect("sweep");
+    assert_eq!((reopened.rings.len(), reopened.reopens), (2, 2));
+}
