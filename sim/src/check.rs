@@ -8,6 +8,7 @@
 //! doorbell is checked against whether the ledger says its queue identity was deferred.
 
 use crate::check_push::PushJudge;
+use crate::check_reopen::ReopenJudge;
 use crate::faults::{Event, Faulty};
 use crate::oracle::Oracle;
 use crate::sim_store::SimStore;
@@ -65,6 +66,7 @@ pub struct LedgerCheck {
     counters: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
     created: BTreeMap<String, QueueIdentity>,
     push: PushJudge,
+    reopen: ReopenJudge,
     violations: Vec<String>,
     /// How many ledger events have been checked.
     seen: usize,
@@ -72,7 +74,9 @@ pub struct LedgerCheck {
 
 impl LedgerCheck {
     pub fn new(tenancy: Tenancy) -> LedgerCheck {
+        let mirror_endpoint = tenancy.mirror_holder.strip_prefix("endpoint:").unwrap_or_default().to_string();
         LedgerCheck {
+            reopen: ReopenJudge::new(mirror_endpoint),
             tenancy,
             oracle: Oracle::default(),
             policies: BTreeMap::new(),
@@ -97,7 +101,7 @@ impl LedgerCheck {
 
     /// Whether the first violation has been found yet.
     pub fn has_violations(&self) -> bool {
-        !self.violations.is_empty() || !self.push.violations.is_empty()
+        !self.violations.is_empty() || !self.push.violations.is_empty() || !self.reopen.violations.is_empty()
     }
 
     /// REQ-6 from the ledger alone: whether `identity` admitted no claim at this point of it (a
@@ -147,6 +151,12 @@ impl LedgerCheck {
             let deferred = identity.map(|identity| self.deferred_at(&identity, at));
             self.push.ring(pass, ring, at, deferred);
         }
+        if pass == "reopen" {
+            let owed = self.reopen.owed();
+            let admitted = owed.into_iter().filter(|identity| !self.deferred_at(identity, at)).collect();
+            let push = &self.push;
+            self.reopen.reopen_pass(rings, at, &admitted, |endpoint| push.surely_in(endpoint, at));
+        }
         if hook_calls > 0 {
             let budgeted: BTreeSet<QueueIdentity> =
                 self.policies.keys().chain(self.corrupted.iter()).cloned().collect();
@@ -157,19 +167,29 @@ impl LedgerCheck {
 
     fn check(&mut self, event: &Event) {
         match event {
-            Event::PolicySet { identity, policy, at } => self.policy_set(identity, policy, *at),
+            Event::PolicySet { identity, policy, at } => {
+                self.policy_set(identity, policy, *at);
+                // The write that leaves its identity deferred records the watch (issue #28).
+                if self.deferred_at(identity, *at) {
+                    self.reopen.deferred(identity, *at, true);
+                }
+            }
             Event::PolicyCleared { identity } => {
                 self.policies.remove(identity);
                 self.corrupted.remove(identity);
             }
             Event::PolicyCorrupted { identity } => {
                 self.corrupted.insert(identity.clone());
+                // Damage no store transaction saw: a deferral, but nobody watched it yet.
+                self.reopen.deferred(identity, DateTime::<Utc>::MIN_UTC, false);
             }
-            Event::Created { id, identity, .. } => {
+            Event::Created { id, identity, deduped } => {
                 self.created.insert(id.clone(), identity.clone());
+                self.reopen.created(id, identity, *deduped);
             }
-            Event::Ended { id, .. } => {
+            Event::Ended { id, how } => {
                 self.holdings.remove(id);
+                self.reopen.ended(id, how);
             }
             Event::Heartbeat { id, lease_expires_at } => {
                 if let Some(holding) = self.holdings.get_mut(id) {
@@ -178,7 +198,16 @@ impl LedgerCheck {
             }
             // A sweep returned every claim lapsed when it ran: those are no longer in flight.
             Event::Reaped { at, .. } => {
-                self.holdings.retain(|_, h| h.lease_expires_at.is_none_or(|lease| lease >= *at))
+                let lapsed: Vec<String> = self
+                    .holdings
+                    .iter()
+                    .filter(|(_, h)| h.lease_expires_at.is_some_and(|lease| lease < *at))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                lapsed.iter().for_each(|id| {
+                    self.holdings.remove(id);
+                });
+                self.reopen.reaped(&lapsed);
             }
             Event::Requeued { .. } => {}
             Event::Pushed { pass, rings, hook_calls, at } => self.pushed(pass, rings, *hook_calls, *at),
@@ -186,7 +215,17 @@ impl LedgerCheck {
             Event::ShiftSet { endpoint_id, shift } => self.push.shift_set(endpoint_id, *shift),
             Event::Claimed { id, identity, holder, at, lease_expires_at, admission, .. } => {
                 self.claimed(id, identity, holder, (*at, *lease_expires_at), admission.as_ref());
+                self.reopen.claimed(id);
+                // A claim that leaves no room records the watch (issue #28).
+                if self.deferred_at(identity, *at) {
+                    self.reopen.deferred(identity, *at, true);
+                }
             }
+            Event::SessionAttached { session_id, endpoint_id, replica, at } => {
+                self.reopen.session_attached(session_id, endpoint_id, replica, *at)
+            }
+            Event::SessionDetached { session_id, replica } => self.reopen.session_detached(session_id, replica),
+            Event::SessionsRefreshed { replica, alive, at } => self.reopen.sessions_refreshed(replica, alive, *at),
         }
     }
 
@@ -294,8 +333,9 @@ impl LedgerCheck {
     }
 
     /// The end of a run: the rest of the ledger, the counters and the store's final state; every
-    /// violation found, as a sentence naming the invariant (empty when all hold).
-    pub fn finish<S: SimStore>(mut self, store: &Faulty<S>, identities: &[QueueIdentity]) -> Vec<String> {
+    /// violation found, as a sentence naming the invariant (empty when all hold), and how many
+    /// reopenings the derived judge required a ring for.
+    pub fn finish<S: SimStore>(mut self, store: &Faulty<S>, identities: &[QueueIdentity]) -> (Vec<String>, u64) {
         let ledger = store.ledger();
         self.feed(&ledger);
         // 2. The claimed and charged counters (what /metrics shows) rise exactly as the claims that
@@ -318,7 +358,8 @@ impl LedgerCheck {
         let journal = inner.push_journal();
         let push = std::mem::take(&mut self.push);
         self.violations.extend(push.finish(&inner.hook_outbox(), journal.as_ref(), &self.created, store.now()));
-        self.violations
+        self.violations.append(&mut self.reopen.violations);
+        (self.violations, self.reopen.judged)
     }
 }
 

@@ -10,7 +10,8 @@
 //! - (a) no doorbell (created, requeued, heartbeat, reopen) and no hook call for a todo whose
 //!   queue identity was deferred when it was decided;
 //! - (b) at most one reopen doorbell per (endpoint, queue) per reopening: between two, the
-//!   identity was watched again (model runs: the journal records the watches);
+//!   identity was watched again (model runs: the journal records the watches; `check_reopen.rs`
+//!   judges it again from the ledger alone, and derives the reopenings that must ring, (f));
 //! - (c) no doorbell to an endpoint that was out when it rang;
 //! - (d) no hook call lost: once the run has drained with faults off, every call decided long
 //!   enough before the end was delivered, given up after its attempts, refused, or dropped;
@@ -96,6 +97,16 @@ impl PushJudge {
             let count = *count;
             self.check_decided_once(todo_id, ring.reason.as_str(), count, "doorbells");
         }
+    }
+
+    /// Whether `endpoint_id` was in presence on both sides of `at` (so no shift edge or
+    /// override expiry near it can make the store read it out).
+    pub fn surely_in(&self, endpoint_id: &str, at: DateTime<Utc>) -> bool {
+        let shift = self.shifts.get(endpoint_id);
+        let override_ = self.overrides.get(endpoint_id);
+        [at - Duration::seconds(2), at, at + Duration::seconds(2)]
+            .into_iter()
+            .all(|instant| presence::effective(shift, override_, instant).presence == Presence::In)
     }
 
     /// A pass enqueued `count` hook calls while `deferred` identities admitted no claim.

@@ -28,6 +28,8 @@ pub struct Coverage {
     /// Agents clocking in or out, and streams a crashed replica took down.
     pub presence_changes: u64,
     pub streams_broken: u64,
+    /// Reopenings the derived judge (`check_reopen.rs`) owed a ring to at least one endpoint.
+    pub reopenings_judged: u64,
 }
 
 impl Coverage {
@@ -48,6 +50,7 @@ impl Coverage {
         }
         self.presence_changes += other.presence_changes;
         self.streams_broken += other.streams_broken;
+        self.reopenings_judged += other.reopenings_judged;
     }
 
     pub(crate) fn measure(trace: &[TraceLine], ledger: &[Event], outbox: &[OutboxEntry]) -> Coverage {

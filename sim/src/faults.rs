@@ -215,7 +215,7 @@ fn nothing<T>(_: &T, _: &mut Vec<Event>) {}
 impl<S: Store> Faulty<S> {
     /// What a push pass decided, when it decided anything.
     fn pushed(&self, pass: &'static str, report: &PushReport, ledger: &mut Vec<Event>) {
-        if !report.rings.is_empty() || report.hook_calls_enqueued > 0 {
+        if !report.rings.is_empty() || report.hook_calls_enqueued > 0 || pass == "reopen" {
             ledger.push(Event::Pushed {
                 pass,
                 rings: report.rings.clone(),
@@ -511,15 +511,33 @@ impl<S: Store> Store for Faulty<S> {
     }
 
     async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
-        self.guarded(Kind::Write, self.inner.attach_session(endpoint_id, session_id, replica_id), nothing).await
+        let call = self.inner.attach_session(endpoint_id, session_id, replica_id);
+        self.guarded(Kind::Write, call, |attached, ledger| {
+            if *attached {
+                ledger.push(Event::SessionAttached {
+                    session_id: session_id.to_string(),
+                    endpoint_id: endpoint_id.to_string(),
+                    replica: replica_id.to_string(),
+                    at: self.clock.follow(),
+                });
+            }
+        })
+        .await
     }
 
     async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
-        self.guarded(Kind::Write, self.inner.detach_session(session_id, replica_id), nothing).await
+        self.guarded(Kind::Write, self.inner.detach_session(session_id, replica_id), |_, ledger| {
+            ledger.push(Event::SessionDetached { session_id: session_id.to_string(), replica: replica_id.to_string() });
+        })
+        .await
     }
 
     async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
-        self.guarded(Kind::Write, self.inner.refresh_sessions(replica_id, session_ids), nothing).await
+        self.guarded(Kind::Write, self.inner.refresh_sessions(replica_id, session_ids), |closing, ledger| {
+            let alive = session_ids.iter().filter(|id| !closing.contains(id)).cloned().collect();
+            ledger.push(Event::SessionsRefreshed { replica: replica_id.to_string(), alive, at: self.clock.follow() });
+        })
+        .await
     }
 
     async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {

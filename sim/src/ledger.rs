@@ -57,7 +57,8 @@ pub enum Event {
         count: u64,
     },
     /// A push pass decided these doorbells and enqueued this many hook calls (in `hook_outbox`
-    /// id order, right after those of earlier passes), at `at` (REQ-8).
+    /// id order, right after those of earlier passes), at `at` (REQ-8). Every reopen pass is
+    /// recorded, rings or not: each is a moment the reopenings owed by then must be answered.
     Pushed {
         pass: &'static str,
         rings: Vec<Ring>,
@@ -73,5 +74,23 @@ pub enum Event {
     ShiftSet {
         endpoint_id: String,
         shift: Option<Shift>,
+    },
+    /// An MCP session's stream attached on `replica` (the session's row now names it, seen `at`).
+    SessionAttached {
+        session_id: String,
+        endpoint_id: String,
+        replica: String,
+        at: chrono::DateTime<chrono::Utc>,
+    },
+    /// The stream closed, if `replica` still held it.
+    SessionDetached {
+        session_id: String,
+        replica: String,
+    },
+    /// `replica` refreshed the streams it holds: these stay attached there, seen `at`.
+    SessionsRefreshed {
+        replica: String,
+        alive: Vec<String>,
+        at: chrono::DateTime<chrono::Utc>,
     },
 }

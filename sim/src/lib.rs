@@ -8,6 +8,7 @@
 pub mod bridge;
 pub mod check;
 pub mod check_push;
+pub mod check_reopen;
 pub mod config;
 pub mod coverage;
 pub mod fake_data;

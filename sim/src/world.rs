@@ -447,7 +447,7 @@ impl<S: SimStore> World<S> {
         let mut faults = driver.counts();
         if let Some(error) = driven.error {
             let (trace_lines, _) = self.trace.take();
-            return finish(config, &self.store, driven.steps, faults, trace_lines, vec![error]);
+            return finish(config, &self.store, (driven.steps, 0), faults, trace_lines, vec![error]);
         }
         self.store.arm(FaultRates::NONE);
         let (trace_lines, cancellations) = self.trace.take();
@@ -457,7 +457,7 @@ impl<S: SimStore> World<S> {
         faults.lost_acks = injected.lost_acks;
         faults.link_losses = injected.link_losses;
         faults.delays = injected.delays;
-        let mut violations = judge.finish(&self.store, &principals_identities(&self.store));
+        let (mut violations, reopenings_judged) = judge.finish(&self.store, &principals_identities(&self.store));
         if let Some(at) = driven.first_violation_at {
             violations
                 .push(format!("(the first violation was seen {:.1} simulated seconds into the run)", at.as_secs_f64()));
@@ -469,7 +469,7 @@ impl<S: SimStore> World<S> {
                 .map(|line| format!("the owner's valid policy was refused: {line}")),
         );
         violations.extend(self.store.inner().final_check());
-        finish(config, &self.store, driven.steps, faults, trace_lines, violations)
+        finish(config, &self.store, (driven.steps, reopenings_judged), faults, trace_lines, violations)
     }
 }
 
@@ -511,7 +511,7 @@ fn principals_identities<S: SimStore>(store: &Faulty<S>) -> Vec<QueueIdentity> {
 fn finish<S: SimStore>(
     config: Config,
     store: &Faulty<S>,
-    steps: u64,
+    (steps, reopenings_judged): (u64, u64),
     faults: FaultCounts,
     trace: Vec<TraceLine>,
     violations: Vec<String>,
@@ -520,6 +520,7 @@ fn finish<S: SimStore>(
     let ledger = store.ledger();
     let claims = ledger.iter().filter(|e| matches!(e, Event::Claimed { .. })).count() as u64;
     let ops = trace.len() as u64;
-    let coverage = Coverage::measure(&trace, &ledger, &store.inner().hook_outbox());
+    let mut coverage = Coverage::measure(&trace, &ledger, &store.inner().hook_outbox());
+    coverage.reopenings_judged = reopenings_judged;
     Outcome { coverage, seed: config.seed, steps, ops, claims, faults, trace, trace_hash, ledger, violations }
 }

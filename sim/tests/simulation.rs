@@ -50,6 +50,8 @@ fn model_seeds_keep_every_invariant(first: u64) {
     }
     assert!(coverage.withheld_deferred > 0 && coverage.presence_changes > 0, "{coverage:?}");
     assert!(coverage.streams_broken > 0, "{coverage:?}");
+    // Issue #28: the derived reopen judge had reopenings to hold the store to.
+    assert!(coverage.reopenings_judged > 0, "{coverage:?}");
     for (kind, count) in [
         ("crashes", faults.crashes),
         ("partitions", faults.partitions),
