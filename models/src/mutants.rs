@@ -50,10 +50,19 @@ pub enum Mutant {
     /// A policy write leaves the new current window's counter as it finds it, so a redefinition
     /// starts at zero although claims were committed in its span (REQ-3; issue #28).
     RedefinitionStartsAtZero,
+    /// Records the reopen watch only where a claim was refused or a push withheld, as before
+    /// issue #28: a claim that fills the window or the cap, a policy write that defers, the
+    /// heartbeat and a hook dropped at send time watch nothing, so a reopening nobody was refused
+    /// in between never rings (REQ-8). Hooked in the model store only.
+    WatchOnRefusalOnly,
+    /// `claim_next`'s unlocked pre-skip counts a lapsed lease as a slot, so a queue at its cap
+    /// is skipped although the takeover of that lease is admitted (REQ-4; issue #28). Hooked in
+    /// `PgStore` only, so the differential run sees the takeover the model makes.
+    PreSkipCountsLapsed,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 15] = [
+    pub const ALL: [Mutant; 17] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -69,6 +78,8 @@ impl Mutant {
         Mutant::HookLostOnCrash,
         Mutant::RefundOnRecreate,
         Mutant::RedefinitionStartsAtZero,
+        Mutant::WatchOnRefusalOnly,
+        Mutant::PreSkipCountsLapsed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -88,13 +99,18 @@ impl Mutant {
             Mutant::HookLostOnCrash => "hook-lost-on-crash",
             Mutant::RefundOnRecreate => "refund-on-policy-recreate",
             Mutant::RedefinitionStartsAtZero => "redefinition-starts-at-zero",
+            Mutant::WatchOnRefusalOnly => "watch-on-refusal-only",
+            Mutant::PreSkipCountsLapsed => "pre-skip-counts-lapsed-leases",
         }
     }
 
     /// Whether the bug is hooked only in the reference `ModelStore` (the push pipeline's bugs):
     /// those are hunted on model runs, since a PostgreSQL run never contains them.
     pub fn model_store_only(self) -> bool {
-        matches!(self, Mutant::PushWhileDeferred | Mutant::RingPerReplica | Mutant::HookLostOnCrash)
+        matches!(
+            self,
+            Mutant::PushWhileDeferred | Mutant::RingPerReplica | Mutant::HookLostOnCrash | Mutant::WatchOnRefusalOnly
+        )
     }
 }
 
@@ -153,6 +169,12 @@ pub mod hooks {
     /// ledger (`RedefinitionStartsAtZero`; REQ-3 counts the claims already in its span).
     pub fn redefinition_starts_at_zero() -> bool {
         active(Mutant::RedefinitionStartsAtZero)
+    }
+
+    /// The model's reopen watch: whether only a refused claim or a withheld push records it
+    /// (`WatchOnRefusalOnly`; REQ-8 watches every deferral, in the transaction that makes it).
+    pub fn watch_on_refusal_only() -> bool {
+        active(Mutant::WatchOnRefusalOnly)
     }
 
     /// The model's push dispatch: whether to skip asking which identities are deferred

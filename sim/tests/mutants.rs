@@ -27,6 +27,11 @@ fn the_harness_catches_seeded_bugs_of_each_kind() {
         // the per-identity charging judges (ledger and SQL).
         (Mutant::RefundOnRecreate, Judge::Invariants),
         (Mutant::RedefinitionStartsAtZero, Judge::Invariants),
+        // A store that watches only where a claim was refused misses reopenings nobody was refused
+        // in: the reopen judge derives them from the ledger (check_reopen.rs). A pre-skip that
+        // counts a lapsed lease as a slot skips a takeover the model makes: the differential run.
+        (Mutant::WatchOnRefusalOnly, Judge::Invariants),
+        (Mutant::PreSkipCountsLapsed, Judge::Differential),
     ] {
         match hunt(mutant, 8) {
             Hunt::Caught { after_seeds, judge: found, how } => {

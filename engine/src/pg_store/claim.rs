@@ -256,6 +256,7 @@ impl PgStore {
                 }
                 if rounds.refused(identity, reason) {
                     let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
+                    let statuses = mutant_hooks::pre_skip_statuses(statuses);
                     for (identity, reason) in rounds.exclude_deferred(statuses) {
                         self.counters.refused(&identity.queue, reason);
                     }
@@ -308,7 +309,7 @@ impl PgStore {
             Some(read) => read,
             None => self.pre_read(queues).await?,
         };
-        let refused = rounds.pre_read_first(statuses, oldest.as_ref());
+        let refused = rounds.pre_read_first(mutant_hooks::pre_skip_statuses(statuses), oldest.as_ref());
         self.counters.claim_pre_read_first(refused.is_some());
         let Some(refused) = refused else {
             self.refused_hint.mark(set, false);

@@ -145,6 +145,17 @@ pub(super) fn redefinition_starts_at_zero() -> bool {
     active(Mutant::RedefinitionStartsAtZero)
 }
 
+/// The statuses `claim_next`'s unlocked pre-skip reads: as read, unless the bug counts every
+/// lapsed lease as a slot (`PreSkipCountsLapsed`; REQ-4 takes a lapsed claim over within the cap).
+pub(super) fn pre_skip_statuses(
+    mut statuses: Vec<models::store::QueueAdmission>,
+) -> Vec<models::store::QueueAdmission> {
+    if active(Mutant::PreSkipCountsLapsed) {
+        statuses.iter_mut().for_each(|queue| queue.lapsed = 0);
+    }
+    statuses
+}
+
 /// A webhook delivery whose id is already recorded: whether to treat it as new and create its
 /// todos again (`DedupIgnored`; REQ-2/REQ-3 dedup by delivery id).
 pub(super) fn redelivery_treated_as_new() -> bool {

@@ -213,7 +213,7 @@ impl ModelStore {
             .admissions_of(&state, std::slice::from_ref(identity), Pending::AnyAtAll)
             .first()
             .is_some_and(|admission| admission.status.hint.is_deferred());
-        if deferred {
+        if deferred && !crate::mutants::hooks::watch_on_refusal_only() {
             state.watch_if_waiting(identity, now);
         }
         let action = if before.is_some() { "update" } else { "create" };

@@ -165,7 +165,7 @@ impl ModelStore {
                     assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
                 }
                 let headroom = Headroom::after_claim(&policy, observed.in_flight, used, charged_window);
-                if headroom.leaves_no_room() {
+                if headroom.leaves_no_room() && !crate::mutants::hooks::watch_on_refusal_only() {
                     state.watch_if_waiting(&candidate.identity, observed.now);
                 }
                 Ok(Admission::Claimed(Box::new(Claimed { todo, admission: Some(headroom) })))

@@ -209,7 +209,9 @@ impl ModelStore {
                         row.last_error = Some(push::HOOK_DEFERRED_AT_SEND.to_string());
                         row.leased_until = None;
                     }
-                    state.watch_if_waiting(&identity, now);
+                    if !crate::mutants::hooks::watch_on_refusal_only() {
+                        state.watch_if_waiting(&identity, now);
+                    }
                 }
                 None => sendable.push(id),
             }

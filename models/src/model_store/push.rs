@@ -317,7 +317,7 @@ impl ModelStore {
             .map(|(_, todo, _)| todo.clone())
             .collect();
         let deferred = self.deferred_among(&state, due.iter().map(|t| &t.identity));
-        for identity in &deferred {
+        for identity in deferred.iter().filter(|_| !mutants::hooks::watch_on_refusal_only()) {
             state.watch_if_waiting(identity, now);
         }
         let eligible: Vec<Todo> = due.into_iter().filter(|t| !deferred.contains(&t.identity)).collect();
