@@ -25,5 +25,7 @@ pub mod store;
 pub mod todo;
 pub mod verbs;
 pub mod window;
+#[cfg(test)]
+mod wire_properties;
 
 pub use error::{Code, Error, Result};
