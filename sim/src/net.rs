@@ -1,19 +1,26 @@
-//! HTTP over the simulation's own network: the production router served by hyper on in-memory
-//! connections, and the small HTTP/1 client the simulated agents, owner and producer speak
-//! through. Every byte and every end of stream crosses a `Pipe`, so latency, partitions and
-//! crashes apply to them.
+//! HTTP over turmoil's simulated network: the production router served by hyper on
+//! turmoil-net's `TcpListener`, and the small HTTP/1 client the simulated agents, owner and
+//! producer speak through on turmoil-net's `TcpStream`. Every segment (handshake, data, FIN and
+//! RST) crosses turmoil-net's fabric, so latency, partitions and crashes apply to them.
 //!
 //! Exists because axum and hyper run on real sockets by default; in the simulation every request
-//! must take seeded simulated time and be lost the way a network loses it.
+//! must take seeded simulated time and be lost the way a network loses it. turmoil-net owns the
+//! sockets and TCP; what stays here is what only we need: the harness that owns time (the
+//! fabric has no clock of its own), the rule that draws latencies from the seed and cuts
+//! partitions, and the host scoping every task that touches a socket needs.
 //!
-//! The network's rules: opening a connection takes one latency; every write is on its way at
-//! once (the sender never waits, and cannot take it back) and arrives after its own latency, 1 to
-//! 25 ms drawn from the seed in the order the writes happen, never before the write sent ahead of
-//! it; so does the end of a stream when an end closes. A replica that is down refuses
-//! connections. A partition between two hosts is silence: connections between them stop
-//! carrying bytes for good (a write is dropped, a read waits), and a new connection across it is
-//! never answered, so the client's timeout is what ends the request. A crashed replica's
-//! connections go silent the same way; the requests it was serving stop where they were.
+//! The network's rules: every segment arrives after 1 to 25 ms drawn from the seed in the order
+//! segments leave, never before a segment sent ahead of it between the same two hosts (the
+//! stack takes segments strictly in order, and retransmission is off: it counts egress passes,
+//! not time). A partition between two hosts drops every segment between them: open connections
+//! go silent for good and a new one across it never completes, so the client's timeout ends
+//! the request. A crashed replica's tasks are dropped, so its sockets close as a killed
+//! process's do, and its port refuses connections until it listens again; each life listens on
+//! a port of its own (turmoil-net 0.1.0 can leave a half-open connection holding the old one).
+//!
+//! Time: one harness task delivers each segment at its instant and sleeps until the next, so the
+//! paused runtime still jumps straight to the next timer or the next due segment; every host
+//! task drains the fabric's egress after each poll, so nothing waits on a tick.
 
 use crate::rng::Rng;
 use axum::Router;
@@ -21,281 +28,323 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::io;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll, Waker, ready};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use turmoil_net::shim::tokio::net::{TcpListener, TcpStream};
+use turmoil_net::{HostId, KernelConfig, Packet, Verdict};
 
-/// Latency of one connection set-up or one write, in simulated milliseconds.
+/// Latency of one segment, in simulated milliseconds.
 const LATENCY_MS_MIN: u64 = 1;
 const LATENCY_MS_MAX: u64 = 25;
+/// The port a replica's first life listens on; each restart takes the next.
+const FIRST_PORT: u16 = 8000;
+
+thread_local! {
+    /// The run's fabric on this thread (turmoil-net installs its `Net` per thread too).
+    static FABRIC: RefCell<Option<Fabric>> = const { RefCell::new(None) };
+}
+
+/// What the harness owns: turmoil-net's installed `Net`, and the segments on their way.
+struct Fabric {
+    guard: turmoil_net::EnterGuard,
+    /// Segments due later, by (instant, order sent).
+    due: BTreeMap<(Instant, u64), Packet>,
+    sent: u64,
+    egress: Vec<Packet>,
+    /// Wakes the delivering task when a segment is scheduled.
+    scheduled: Arc<Notify>,
+}
 
 /// The network of one run. Cheap to clone; clones share it.
 #[derive(Clone)]
 pub struct Net(Arc<Mutex<Wires>>);
 
 struct Wires {
+    hosts: BTreeMap<String, (HostId, IpAddr)>,
+    /// The port each replica's current (or last) life listens on.
+    ports: BTreeMap<String, u16>,
+    /// The seed's latencies and the partitions, which the fabric's rule reads.
+    rule: Arc<Mutex<RuleState>>,
+}
+
+struct RuleState {
     rng: Rng,
-    /// Replicas that accept connections, by host name.
-    listening: BTreeMap<String, mpsc::UnboundedSender<Pipe>>,
     /// Pairs of hosts that cannot reach each other (each pair sorted).
-    cut: BTreeSet<(String, String)>,
-    /// Open connections: the hosts at either end and the line they share.
-    open: Vec<(String, String, Weak<Line>)>,
+    cut: BTreeSet<(IpAddr, IpAddr)>,
+    /// When the last segment from one host to another arrives, so none overtakes it.
+    last_due: BTreeMap<(IpAddr, IpAddr), Instant>,
 }
 
-/// What both ends of one connection share: whether it still carries bytes, and what is on its
-/// way in each direction (0: towards the end that connected, 1: towards the one that accepted).
-#[derive(Default)]
-struct Line {
-    dead: AtomicBool,
-    ways: Mutex<[Way; 2]>,
+fn pair(a: IpAddr, b: IpAddr) -> (IpAddr, IpAddr) {
+    if a <= b { (a, b) } else { (b, a) }
 }
 
-/// One direction of a line: chunks in the order sent, each with the instant it arrives.
-#[derive(Default)]
-struct Way {
-    in_flight: VecDeque<(Instant, Chunk)>,
-    /// The reader waiting for the next chunk.
-    reader: Option<Waker>,
-    closed: bool,
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-enum Chunk {
-    Bytes(Bytes),
-    End,
-}
+/// The fabric's rule: drop across a partition, else deliver after a seeded latency, in order.
+struct Wiring(Arc<Mutex<RuleState>>);
 
-impl Line {
-    fn ways(&self) -> MutexGuard<'_, [Way; 2]> {
-        self.ways.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+impl turmoil_net::Rule for Wiring {
+    fn on_packet(&mut self, packet: &Packet) -> Verdict {
+        let mut state = lock(&self.0);
+        if state.cut.contains(&pair(packet.src, packet.dst)) {
+            return Verdict::Drop;
+        }
+        let latency = Duration::from_millis(LATENCY_MS_MIN + state.rng.below(LATENCY_MS_MAX - LATENCY_MS_MIN + 1));
+        let now = Instant::now();
+        let flow = (packet.src, packet.dst);
+        let arrives = state.last_due.get(&flow).map_or(now + latency, |last| (now + latency).max(*last));
+        state.last_due.insert(flow, arrives);
+        Verdict::Deliver(arrives - now)
     }
+}
 
-    /// Sends `chunk` towards end `to`: it arrives after `latency`, and not before what was sent
-    /// ahead of it.
-    fn send(&self, to: usize, chunk: Chunk, latency: Duration) {
-        let mut ways = self.ways();
-        let way = &mut ways[to];
-        let after = way.in_flight.back().map_or_else(Instant::now, |(at, _)| *at);
-        way.in_flight.push_back(((Instant::now() + latency).max(after), chunk));
-        if let Some(reader) = way.reader.take() {
-            reader.wake();
+/// Moves every segment the hosts have sent into the schedule (or drops it, as the rule says).
+/// Called after each poll of a host task, so a segment leaves the moment it is written.
+fn pump() {
+    FABRIC.with(|fabric| {
+        let mut fabric = fabric.borrow_mut();
+        let Some(fabric) = fabric.as_mut() else { return };
+        let mut egress = std::mem::take(&mut fabric.egress);
+        fabric.guard.egress_all(&mut egress);
+        let any = !egress.is_empty();
+        for packet in egress.drain(..) {
+            match fabric.guard.evaluate(&packet) {
+                Verdict::Drop => {}
+                Verdict::Deliver(delay) => {
+                    fabric.sent += 1;
+                    fabric.due.insert((Instant::now() + delay, fabric.sent), packet);
+                }
+                Verdict::Pass => {
+                    fabric.sent += 1;
+                    fabric.due.insert((Instant::now(), fabric.sent), packet);
+                }
+            }
+        }
+        fabric.egress = egress;
+        if any {
+            fabric.scheduled.notify_one();
+        }
+    });
+}
+
+/// Delivers every segment due by now; the instant the next one is due, if any.
+fn deliver_due() -> Option<Instant> {
+    FABRIC.with(|fabric| {
+        let mut fabric = fabric.borrow_mut();
+        let fabric = fabric.as_mut()?;
+        let now = Instant::now();
+        while let Some(entry) = fabric.due.first_entry() {
+            if entry.key().0 > now {
+                return Some(entry.key().0);
+            }
+            let packet = entry.remove();
+            fabric.guard.deliver(packet);
+        }
+        None
+    })
+}
+
+/// The harness's clock for the fabric: delivers each segment at its instant, drains what the
+/// deliveries made the hosts send, and sleeps until the next segment is due or one is scheduled.
+async fn carry(scheduled: Arc<Notify>) {
+    loop {
+        deliver_due();
+        // What the deliveries made the hosts send (acknowledgements above all) is due later.
+        pump();
+        match deliver_due() {
+            Some(at) => {
+                tokio::select! {
+                    biased;
+                    () = tokio::time::sleep_until(at) => {}
+                    () = scheduled.notified() => {}
+                }
+            }
+            None => scheduled.notified().await,
         }
     }
 }
 
-fn pair(a: &str, b: &str) -> (String, String) {
-    if a <= b { (a.to_string(), b.to_string()) } else { (b.to_string(), a.to_string()) }
+/// Points turmoil-net's socket calls at `host`; false once the run's fabric is gone.
+fn enter_host(host: HostId) -> bool {
+    FABRIC.with(|fabric| fabric.borrow().is_some()) && {
+        turmoil_net::set_current(host);
+        true
+    }
+}
+
+/// A future run as one host: each poll, and its drop, see that host's sockets, and whatever it
+/// sent leaves at once.
+pub struct Scoped<F: Future> {
+    host: HostId,
+    inner: Option<Pin<Box<F>>>,
+}
+
+impl<F: Future> Scoped<F> {
+    fn new(host: HostId, inner: F) -> Scoped<F> {
+        Scoped { host, inner: Some(Box::pin(inner)) }
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        enter_host(self.host);
+        let Some(inner) = self.inner.as_mut() else { return Poll::Pending };
+        let polled = inner.as_mut().poll(cx);
+        if polled.is_ready() {
+            self.inner = None;
+        }
+        pump();
+        polled
+    }
+}
+
+impl<F: Future> Drop for Scoped<F> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            if enter_host(self.host) {
+                drop(inner);
+                pump();
+            } else {
+                // The fabric is gone (the run is over): its sockets cannot be closed, only left.
+                std::mem::forget(inner);
+            }
+        }
+    }
 }
 
 impl Net {
-    /// A network with nothing listening; latencies come from `seed`.
-    pub fn new(seed: u64) -> Net {
-        Net(Arc::new(Mutex::new(Wires {
+    /// A network of `hosts` with nothing listening, installed on this thread (the run's
+    /// runtime thread); latencies come from `seed`. `teardown` uninstalls it.
+    pub fn new(seed: u64, hosts: &[String]) -> Net {
+        // Retransmission counts egress passes, and this harness drains egress after every poll:
+        // it would fire at once, so it is off (segments are never lost but to a partition).
+        let config = KernelConfig { retx_threshold: u32::MAX, retx_max: u32::MAX, ..KernelConfig::default() };
+        let mut net = turmoil_net::Net::with_config(config);
+        let mut known = BTreeMap::new();
+        for host in hosts {
+            let id = net.add_host(host.as_str());
+            known.insert(host.clone(), (id, net.lookup(host)));
+        }
+        let rule = Arc::new(Mutex::new(RuleState {
             rng: Rng::new(seed ^ 0x4E37),
-            listening: BTreeMap::new(),
             cut: BTreeSet::new(),
-            open: vec![],
-        })))
+            last_due: BTreeMap::new(),
+        }));
+        net.rule(Wiring(rule.clone()));
+        let scheduled = Arc::new(Notify::new());
+        let fabric = Fabric {
+            guard: net.enter(),
+            due: BTreeMap::new(),
+            sent: 0,
+            egress: Vec::with_capacity(64),
+            scheduled: scheduled.clone(),
+        };
+        FABRIC.with(|slot| *slot.borrow_mut() = Some(fabric));
+        tokio::spawn(carry(scheduled));
+        Net(Arc::new(Mutex::new(Wires { hosts: known, ports: BTreeMap::new(), rule })))
     }
 
     fn lock(&self) -> MutexGuard<'_, Wires> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.0)
     }
 
-    fn latency(&self) -> Duration {
-        let drawn = self.lock().rng.below(LATENCY_MS_MAX - LATENCY_MS_MIN + 1);
-        Duration::from_millis(LATENCY_MS_MIN + drawn)
+    fn host(&self, name: &str) -> (HostId, IpAddr) {
+        *self.lock().hosts.get(name).unwrap_or_else(|| panic!("host {name} is not on the network"))
     }
 
-    /// `host` accepts connections from now on (until it crashes).
-    fn listen(&self, host: &str) -> mpsc::UnboundedReceiver<Pipe> {
-        let (sender, incoming) = mpsc::unbounded_channel();
-        self.lock().listening.insert(host.to_string(), sender);
-        incoming
+    /// `task` as a task of host `host` (its socket calls see that host's sockets).
+    pub fn scoped<F: Future>(&self, host: &str, task: F) -> Scoped<F> {
+        Scoped::new(self.host(host).0, task)
     }
 
-    /// `host` is down: it refuses new connections, and the ones it had go silent.
+    /// `host` crashed: the next life listens on a fresh port; until then its last port refuses.
     pub fn crash(&self, host: &str) {
-        let mut wires = self.lock();
-        wires.listening.remove(host);
-        wires.silence(|a, b| a == host || b == host);
+        if let Some(port) = self.lock().ports.get_mut(host) {
+            *port += 1;
+        }
     }
 
     /// Hosts `a` and `b` cannot reach each other until `repair`.
     pub fn partition(&self, a: &str, b: &str) {
-        let mut wires = self.lock();
-        wires.cut.insert(pair(a, b));
-        wires.silence(|x, y| (x == a && y == b) || (x == b && y == a));
+        let (a, b) = (self.host(a).1, self.host(b).1);
+        lock(&self.lock().rule).cut.insert(pair(a, b));
     }
 
-    /// New connections between `a` and `b` work again (the silenced ones stay silent).
+    /// Segments between `a` and `b` flow again (connections that lost one stay silent).
     pub fn repair(&self, a: &str, b: &str) {
-        self.lock().cut.remove(&pair(a, b));
+        let (a, b) = (self.host(a).1, self.host(b).1);
+        lock(&self.lock().rule).cut.remove(&pair(a, b));
     }
 
-    /// A connection from host `from` to host `to`, once it is set up; None if `to` refused it.
-    /// Across a partition it never completes.
-    async fn connect(&self, from: &str, to: &str) -> Option<Pipe> {
-        tokio::time::sleep(self.latency()).await;
-        let listener = {
-            let wires = self.lock();
-            if wires.cut.contains(&pair(from, to)) { None } else { Some(wires.listening.get(to).cloned()) }
-        };
-        let Some(listener) = listener else {
-            return std::future::pending().await;
-        };
-        let listener = listener?;
-        let line = Arc::new(Line::default());
-        {
-            let mut wires = self.lock();
-            wires.open.retain(|(_, _, line)| line.strong_count() > 0);
-            wires.open.push((from.to_string(), to.to_string(), Arc::downgrade(&line)));
-        }
-        let pipe = |end| Pipe { line: line.clone(), end, net: self.clone(), arriving: None };
-        listener.send(pipe(1)).ok()?;
-        Some(pipe(0))
+    /// Where `host` listens (or last listened).
+    fn address(&self, host: &str) -> SocketAddr {
+        let ip = self.host(host).1;
+        SocketAddr::new(ip, self.lock().ports.get(host).copied().unwrap_or(FIRST_PORT))
+    }
+
+    /// The port this life of `host` listens on.
+    fn listening_port(&self, host: &str) -> u16 {
+        *self.lock().ports.entry(host.to_string()).or_insert(FIRST_PORT)
     }
 }
 
-impl Wires {
-    fn silence(&mut self, between: impl Fn(&str, &str) -> bool) {
-        for (a, b, line) in &self.open {
-            if between(a, b)
-                && let Some(line) = line.upgrade()
-            {
-                line.dead.store(true, Ordering::SeqCst);
-            }
-        }
-    }
-}
-
-/// One end of a connection: a byte stream whose bytes take simulated time to arrive.
-pub struct Pipe {
-    line: Arc<Line>,
-    /// Which end this is: it reads `line.ways[end]` and writes the other way.
-    end: usize,
-    net: Net,
-    /// The arrival of the next chunk, while it is still on its way.
-    arriving: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl Pipe {
-    fn dead(&self) -> bool {
-        self.line.dead.load(Ordering::SeqCst)
-    }
-
-    /// Sends the end of the stream the other way, once.
-    fn close(&self) {
-        let to = 1 - self.end;
-        if !std::mem::replace(&mut self.line.ways()[to].closed, true) && !self.dead() {
-            self.line.send(to, Chunk::End, self.net.latency());
-        }
-    }
-}
-
-impl AsyncRead for Pipe {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        loop {
-            if self.dead() {
-                // Silence: nothing more arrives, and nothing says so.
-                return Poll::Pending;
-            }
-            if let Some(arriving) = self.arriving.as_mut() {
-                ready!(arriving.as_mut().poll(cx));
-                self.arriving = None;
-            }
-            let line = self.line.clone();
-            let mut ways = line.ways();
-            let way = &mut ways[self.end];
-            let Some((at, chunk)) = way.in_flight.front_mut() else {
-                way.reader = Some(cx.waker().clone());
-                return Poll::Pending;
-            };
-            if *at > Instant::now() {
-                let at = *at;
-                drop(ways);
-                self.arriving = Some(Box::pin(tokio::time::sleep_until(at)));
-                continue;
-            }
-            return match chunk {
-                Chunk::End => Poll::Ready(Ok(())),
-                Chunk::Bytes(bytes) => {
-                    let taken = bytes.len().min(buf.remaining());
-                    buf.put_slice(&bytes.split_to(taken));
-                    if bytes.is_empty() {
-                        way.in_flight.pop_front();
-                    }
-                    Poll::Ready(Ok(()))
-                }
-            };
-        }
-    }
-}
-
-impl AsyncWrite for Pipe {
-    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        // On a dead line the bytes are lost on the way; the sender cannot tell.
-        if !self.dead() && !buf.is_empty() {
-            self.line.send(1 - self.end, Chunk::Bytes(Bytes::copy_from_slice(buf)), self.net.latency());
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.close();
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl Drop for Pipe {
-    fn drop(&mut self) {
-        self.close();
-    }
+/// Uninstalls the run's network from this thread. Call after the runtime (and so every host
+/// task, whose drop closes its sockets) is gone.
+pub fn teardown() {
+    FABRIC.with(|slot| drop(slot.borrow_mut().take()));
 }
 
 /// Every task one life of a replica runs: its server, its connections, its sweeps and its hook
-/// calls. A crash aborts them all, as a process's death ends its threads. A task the router
-/// spawns by itself (the detach of an MCP event stream when it drops) is not among them; the
-/// simulation opens no such stream. Cheap to clone.
-#[derive(Clone, Default)]
-pub struct HostTasks(Arc<Mutex<JoinSet<()>>>);
+/// calls, each as that host. A crash aborts them all, as a process's death ends its threads.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct HostTasks {
+    host: HostId,
+    tasks: Arc<Mutex<JoinSet<()>>>,
+}
 
 impl HostTasks {
-    fn lock(&self) -> MutexGuard<'_, JoinSet<()>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The tasks of one life of `host` on `net`.
+    pub fn of(net: &Net, host: &str) -> HostTasks {
+        HostTasks { host: net.host(host).0, tasks: Arc::default() }
     }
 
     /// Runs `task` as part of this host until it ends or the host crashes.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        let mut tasks = self.lock();
+        let mut tasks = lock(&self.tasks);
         // Forget the tasks that have ended, so a long life does not pile them up.
         while tasks.try_join_next().is_some() {}
-        tasks.spawn(task);
+        tasks.spawn(Scoped::new(self.host, task));
     }
 
-    /// The host is gone: every task of it stops at its next await.
+    /// The host is gone: every task of it stops at its next await, and its sockets close.
     pub fn abort(&self) {
-        self.lock().abort_all();
+        lock(&self.tasks).abort_all();
     }
 }
 
 /// Serves `router` as host `host` until the host crashes: every connection on a task of `tasks`.
 pub async fn serve(net: Net, host: String, router: Router, tasks: HostTasks) {
-    let mut incoming = net.listen(&host);
-    while let Some(pipe) = incoming.recv().await {
+    let port = net.listening_port(&host);
+    let listener = match TcpListener::bind(SocketAddr::new(net.host(&host).1, port)).await {
+        Ok(listener) => listener,
+        Err(error) => panic!("{host} cannot listen on port {port}: {error}"),
+    };
+    while let Ok((stream, _)) = listener.accept().await {
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         tasks.spawn(async move {
             // As the production server builds it, with a timer: its header-read timeout ends a
@@ -303,7 +352,7 @@ pub async fn serve(net: Net, host: String, router: Router, tasks: HostTasks) {
             // goes away; the server carries on.
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .serve_connection(TokioIo::new(pipe), service)
+                .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
     }
@@ -331,7 +380,8 @@ impl Net {
     /// `request` from host `from` on a fresh connection to `host`, given up after `timeout` of
     /// simulated time (the client cancels: the server may still be working on it).
     pub async fn send(&self, from: &str, host: &str, request: Request<'_>, timeout: Duration) -> Reply {
-        match tokio::time::timeout(timeout, self.exchange(from, host, request)).await {
+        let exchange = self.scoped(from, self.exchange(from, host, request));
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(error)) => Reply::Network(error),
             Err(_) => Reply::Network("timed out".into()),
@@ -344,13 +394,16 @@ impl Net {
         host: &str,
         Request { method, path, bearer, headers, body }: Request<'_>,
     ) -> Result<Reply, String> {
-        let stream = self.connect(from, host).await.ok_or_else(|| "connection refused".to_string())?;
+        let stream = TcpStream::connect(self.address(host)).await.map_err(|error| match error.kind() {
+            std::io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+            _ => error.to_string(),
+        })?;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
         // The connection task ends when the exchange is over (or waits out a silenced line).
-        tokio::spawn(async move {
+        tokio::spawn(self.scoped(from, async move {
             let _ = connection.await;
-        });
+        }));
         let payload = body.map(|b| b.to_string()).unwrap_or_default();
         let mut builder = hyper::Request::builder().method(method).uri(path).header("host", host);
         if body.is_some() {
@@ -388,8 +441,8 @@ mod tests {
     fn with_replica(test: impl AsyncFnOnce(Net, HostTasks)) {
         crate::sim_time::runtime(7).block_on(async {
             crate::sim_time::start();
-            let net = Net::new(7);
-            let tasks = HostTasks::default();
+            let net = Net::new(7, &["r0", "a0", "a1"].map(String::from));
+            let tasks = HostTasks::of(&net, "r0");
             let ok = || async { axum::Json(json!({"ok": true})) };
             let slow = move || async move {
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -401,6 +454,7 @@ mod tests {
             test(net, tasks).await;
             crate::sim_time::stop();
         });
+        teardown();
     }
 
     #[test]

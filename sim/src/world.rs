@@ -229,6 +229,7 @@ pub fn run_planned<S: SimStore>(store: S, time: SimClock, config: Config, plan: 
     });
     // Whatever is still running (silenced connections, the replicas) ends with the runtime.
     drop(runtime);
+    net::teardown();
     world.judge(config, driver, judge, driven)
 }
 
@@ -262,7 +263,7 @@ struct Replicas<S: SimStore> {
 
 impl<S: SimStore> Replicas<S> {
     fn start(&mut self, index: usize) {
-        let tasks = HostTasks::default();
+        let tasks = HostTasks::of(&self.net, &format!("r{index}"));
         let shared = (self.net.clone(), self.streams.clone(), self.trace.clone());
         start_replica((format!("r{index}"), index), self.store.via(index), shared, tasks.clone());
         self.lives[index] = Some(tasks);
@@ -367,7 +368,8 @@ impl<S: SimStore> World<S> {
         judge: &mut check::LedgerCheck,
     ) -> Driven {
         sim_time::start();
-        let net = Net::new(config.seed);
+        let hosts: Vec<String> = (0..config.replicas).map(|i| format!("r{i}")).chain(config.clients()).collect();
+        let net = Net::new(config.seed, &hosts);
         let (mut replicas, clients) = self.start_hosts(config, principals, &net);
         let deadline = Duration::from_secs(config.duration_s) + OVERTIME;
         let mut driven = Driven { steps: 0, first_violation_at: None, error: None };
