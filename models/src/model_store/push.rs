@@ -299,10 +299,15 @@ impl ModelStore {
     pub(super) fn heartbeat_sweep_tx(&self) -> Result<PushReport> {
         let mut state = self.lock();
         let now = self.clock.now();
+        // Asked once per queue identity, not once per todo: the answer depends on the identity.
+        let mut streamed: BTreeMap<&QueueIdentity, bool> = BTreeMap::new();
         let mut candidates: Vec<(DateTime<Utc>, &Todo, i32)> = state
             .todos
             .values()
-            .filter(|t| t.state == TodoState::Pending && state.has_live_stream_for(t, now))
+            .filter(|t| {
+                t.state == TodoState::Pending
+                    && *streamed.entry(&t.identity).or_insert_with(|| state.has_live_stream_for(t, now))
+            })
             .map(|t| {
                 let (rings, last) = state.push.todo_rings.get(&t.id).copied().unwrap_or((0, t.created_at));
                 (last, t, rings)
