@@ -424,9 +424,14 @@ impl<S: Store> Store for Faulty<S> {
         policy: &Policy,
         actor: &PolicyActor,
     ) -> Result<QueueAdmission> {
-        let at = self.now();
+        // The store's clock when the write ran: read after the call, since a clock jump may
+        // strike while the call is delayed (and the store then placed its window after it).
         self.guarded(Kind::Write, self.inner.set_policy(identity, policy, actor), |_, ledger| {
-            ledger.push(Event::PolicySet { identity: identity.clone(), policy: policy.clone(), at });
+            ledger.push(Event::PolicySet {
+                identity: identity.clone(),
+                policy: policy.clone(),
+                at: self.clock.follow(),
+            });
         })
         .await
     }
