@@ -4,6 +4,7 @@
 
 use crate::extract::{Human, identity_within};
 use crate::state::AppState;
+use crate::vend::{self, VendRequest};
 use crate::wire::{
     ApiError, ApiResult, Args, batch_items, parse_body, parse_body_or_list, parse_limit, parse_max_attempts, todo_json,
 };
@@ -13,18 +14,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
 use models::error::{Error, Result};
-use models::identity::{GrantRef, Owner, QueueIdentity, ScopeRef};
+use models::identity::{Owner, QueueIdentity, ScopeRef};
 use models::scope::{Actor, Endpoint, HumanScope, Reach};
-use models::store::{NewEndpoint, Store, TodoQuery, TodoSet};
+use models::store::{Store, TodoQuery, TodoSet};
 use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
-use models::verbs;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-
-/// Longest endpoint name accepted.
-const ENDPOINT_NAME_LENGTH_MAX: usize = 100;
-/// Most queues one endpoint may be granted.
-const GRANTED_QUEUES_MAX: usize = 500;
 
 /// How an endpoint's granted queues are written back: own queues by name, team queues in full.
 pub fn grant_strings(endpoint: &Endpoint) -> Vec<String> {
@@ -61,34 +56,13 @@ pub async fn vend<S: Store>(
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["name", "queues", "verbs", "team"])?;
-    let name = args.str("name")?.trim();
-    if name.is_empty() || name.chars().count() > ENDPOINT_NAME_LENGTH_MAX {
-        return Err(Error::invalid("name", format!("name must be 1-{ENDPOINT_NAME_LENGTH_MAX} characters")).into());
-    }
-    let queues = args.opt_str_list("queues")?.ok_or_else(|| Error::invalid("queues", "queues is required"))?;
-    if queues.is_empty() || queues.len() > GRANTED_QUEUES_MAX {
-        return Err(Error::invalid("queues", format!("queues must list 1-{GRANTED_QUEUES_MAX} queues")).into());
-    }
-    let verbs = requested_verbs(&args)?;
-
-    let owner_team_id = owner_team(&state.store, &human, args.opt_str("team")?).await?;
-    let (own_queues, team_queues) = granted_queues(&state.store, &human, &queues, owner_team_id.as_ref()).await?;
-
-    let token = new_token(crate::auth::ENDPOINT_TOKEN_PREFIX);
-    let endpoint = state
-        .store
-        .vend_endpoint(NewEndpoint {
-            name: name.to_string(),
-            owner_human_id: owner_team_id.is_none().then(|| human.human.id.clone()),
-            owner_team_id,
-            own_queues,
-            team_queues,
-            verbs,
-            token_hash: hash_token(&token),
-            created_by_human_id: Some(human.human.id.clone()),
-        })
-        .await?;
-    tracing::info!(endpoint = %endpoint.id, human = %human.human.id, "endpoint vended");
+    let request = VendRequest {
+        name: args.str("name")?,
+        queues: args.opt_str_list("queues")?.ok_or_else(|| Error::invalid("queues", "queues is required"))?,
+        verbs: args.opt_str_list("verbs")?,
+        team: args.opt_str("team")?,
+    };
+    let (endpoint, token) = vend::vend(&state.store, &human, &request).await?;
     let mcp_url = state.public_url.absolute(&headers, &format!("/mcp/{}", endpoint.slug));
     let mut body = endpoint_json(&endpoint);
     if let Some(map) = body.as_object_mut() {
@@ -96,66 +70,6 @@ pub async fn vend<S: Store>(
         map.insert("mcp_url".into(), Value::String(mcp_url));
     }
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
-}
-
-/// The owner of a vended endpoint: the caller (None), or a team the caller configures
-/// (owner/admin); any other team is the same 404 as one that does not exist.
-async fn owner_team<S: Store>(store: &S, human: &HumanScope, team: Option<&str>) -> Result<Option<String>> {
-    let Some(team) = team else { return Ok(None) };
-    let Owner::Team(team_id) = store.resolve_scope(&human.reach, &ScopeRef::Team(team.into())).await? else {
-        return Err(Error::internal("team scope resolved to an endpoint"));
-    };
-    if !human.teams.iter().any(|(id, role)| id == &team_id && role.configures()) {
-        return Err(Error::not_found());
-    }
-    Ok(Some(team_id))
-}
-
-/// The queues a vend grants, split into the endpoint's own and team queues; a team endpoint
-/// drains only its own team's queues.
-async fn granted_queues<S: Store>(
-    store: &S,
-    human: &HumanScope,
-    queues: &[&str],
-    owner_team_id: Option<&String>,
-) -> Result<(Vec<String>, Vec<(String, String)>)> {
-    let mut own_queues = Vec::new();
-    // (field, team reference, queue): the references are resolved together, in one store call.
-    let mut team_grants = Vec::new();
-    for (i, raw) in queues.iter().enumerate() {
-        let field = format!("queues[{i}]");
-        match GrantRef::parse(&field, raw)? {
-            GrantRef::Own(queue) => own_queues.push(queue),
-            GrantRef::Team { team, queue } => team_grants.push((field, team, queue)),
-        }
-    }
-    let references: Vec<String> = team_grants.iter().map(|(_, team, _)| team.clone()).collect();
-    let team_ids = store.resolve_teams(&human.reach, &references).await?;
-    let mut team_queues = Vec::new();
-    for ((field, _, queue), team_id) in team_grants.into_iter().zip(team_ids) {
-        if owner_team_id.is_some_and(|owner| owner != &team_id) {
-            return Err(Error::invalid(&field, "a team's endpoint drains only that team's queues"));
-        }
-        team_queues.push((team_id, queue));
-    }
-    Ok((own_queues, team_queues))
-}
-
-/// The verbs a vend asks for, or the default grant. Opt-in verbs are granted only when named.
-fn requested_verbs(args: &Args<'_>) -> Result<Vec<String>> {
-    let Some(requested) = args.opt_str_list("verbs")? else {
-        return Ok(verbs::DEFAULT_GRANT.iter().map(|v| v.to_string()).collect());
-    };
-    let mut granted: Vec<String> = Vec::new();
-    for (i, verb) in requested.iter().enumerate() {
-        if !verbs::is_known(verb) {
-            return Err(Error::invalid(&format!("verbs[{i}]"), format!("unknown verb {verb}")));
-        }
-        if !granted.iter().any(|g| g == verb) {
-            granted.push(verb.to_string());
-        }
-    }
-    Ok(granted)
 }
 
 /// `GET /api/v1/endpoints`: the endpoints in the caller's reach.

@@ -26,5 +26,6 @@ mod response_headers;
 pub mod serve;
 pub mod state;
 pub mod tls;
+pub mod vend;
 pub mod webhooks;
 pub mod wire;
