@@ -1,7 +1,9 @@
 // Switchboard board: the one script the board loads (issue #12). Every page works without it;
 // it only (1) shows times in the viewer's own zone and a lease's countdown, (2) swaps in live
 // queue headers from GET /events (native EventSource) and announces a queue turning exhausted,
-// paused or unavailable, and (3) returns focus to the edit control after the policy editor.
+// paused or unavailable, (3) returns focus to the edit control after the policy editor, and
+// (4) shows copy buttons beside a value shown once (the vend wizard's URL and token), which
+// stay selectable text without it.
 // No inline code anywhere: the CSP is default-src 'self'.
 (function () {
   'use strict';
@@ -81,7 +83,29 @@
     setInterval(tick, 1000);
   }
 
+  function copyButtons() {
+    var buttons = document.querySelectorAll('button.copy[data-copy]');
+    for (var i = 0; i < buttons.length; i++) {
+      buttons[i].hidden = false;
+      buttons[i].addEventListener('click', function () {
+        var field = document.getElementById(this.getAttribute('data-copy'));
+        if (!field) return;
+        field.focus();
+        field.select();
+        var copied = function () { announce('Copied.'); };
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(field.value).then(copied, function () {
+            if (document.execCommand('copy')) copied();
+          });
+        } else if (document.execCommand('copy')) {
+          copied();
+        }
+      });
+    }
+  }
+
   localise(document);
+  copyButtons();
   returnFocus();
   countdown();
   live();

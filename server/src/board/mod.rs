@@ -3,8 +3,8 @@
 //! in with a browser session.
 //!
 //! What it owns: sign-in and sessions (`signin`, `sessions`), the pages (`pages`, `policy`,
-//! `settings`), the owner's POST actions (`actions`), the live header stream (`events`) and its
-//! own CSS and script (`assets`). What it must never do: decide admission, capacity or tenancy
+//! `settings`, the vend wizard `vend_wizard`), the owner's POST actions (`actions`), the live
+//! header stream (`events`) and its own CSS and script (`assets`). What it must never do: decide admission, capacity or tenancy
 //! itself. Every number shown and every refusal comes from the store; anything the viewer may
 //! not see is the same 404 as something that does not exist.
 //!
@@ -21,6 +21,7 @@ pub mod sessions;
 mod settings;
 mod signin;
 mod snapshot;
+mod vend_wizard;
 mod view;
 
 use crate::state::AppState;
@@ -60,6 +61,7 @@ pub fn router(state: Board, shutdown: tokio::sync::watch::Receiver<bool>) -> Rou
         .route("/queues/{scope}/{queue}/budget", get(policy::edit).post(policy::save))
         .route("/queues/{scope}/{queue}/budget/clear", get(policy::clear_confirm).post(policy::clear))
         .route("/queues/{scope}/{queue}/audit", get(pages::audit))
+        .route("/endpoints/new", get(vend_wizard::start).post(vend_wizard::advance))
         .route("/settings/capacity", get(settings::show).post(settings::save))
         .layer(axum::Extension(events::Shutdown(shutdown)))
         .layer(DefaultBodyLimit::max(FORM_LIMIT_BYTES))
