@@ -12,6 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
+use models::error::Result;
 use models::store::Store;
 use serde_json::{Value, json};
 
@@ -48,9 +49,25 @@ pub async fn revoke_endpoint<S: Store>(
     State(state): State<AppState<S>>,
     ManagedEndpoint { id }: ManagedEndpoint,
 ) -> ApiResult {
-    state.store.revoke_endpoint(&id).await?;
-    state.push.close(&[], Some(&id));
+    revoke(&state, &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Revokes endpoint `id`'s MCP credential and closes its open streams on this replica. The
+/// caller has checked that the human manages it (the API and the board alike).
+pub(crate) async fn revoke<S: Store>(state: &AppState<S>, id: &str) -> Result<()> {
+    state.store.revoke_endpoint(id).await?;
+    state.push.close(&[], Some(id));
+    Ok(())
+}
+
+/// A new MCP credential for endpoint `id` (returned once); the old one fails at once and its
+/// streams on this replica close. The caller has checked that the human manages it.
+pub(crate) async fn rotate<S: Store>(state: &AppState<S>, id: &str) -> Result<String> {
+    let token = new_token(ENDPOINT_TOKEN_PREFIX);
+    state.store.rotate_endpoint(id, &hash_token(&token)).await?;
+    state.push.close(&[], Some(id));
+    Ok(token)
 }
 
 /// `POST /api/v1/endpoints/{ref}/rotate`: a new MCP credential `{token}`, shown once; the old one
@@ -59,8 +76,6 @@ pub async fn rotate_endpoint<S: Store>(
     State(state): State<AppState<S>>,
     ManagedEndpoint { id }: ManagedEndpoint,
 ) -> ApiResult {
-    let token = new_token(ENDPOINT_TOKEN_PREFIX);
-    state.store.rotate_endpoint(&id, &hash_token(&token)).await?;
-    state.push.close(&[], Some(&id));
+    let token = rotate(&state, &id).await?;
     Ok(axum::Json(json!({ "token": token })).into_response())
 }

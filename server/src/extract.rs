@@ -77,11 +77,18 @@ impl<S: Store> FromRequestParts<AppState<S>> for ManagedEndpoint {
         let Human(human) = Human::from_request_parts(parts, state).await.map_err(IntoResponse::into_response)?;
         let Path(path) =
             Path::<EndpointPath>::from_request_parts(parts, state).await.map_err(IntoResponse::into_response)?;
-        let scope = ScopeRef::Endpoint(path.reference);
-        match state.store.resolve_scope(&human.manages, &scope).await.map_err(|e| ApiError(e).into_response())? {
-            Owner::Endpoint(id) => Ok(ManagedEndpoint { id }),
-            Owner::Team(_) => Err(ApiError(Error::not_found()).into_response()),
-        }
+        let id =
+            managed_endpoint(&state.store, &human, path.reference).await.map_err(|e| ApiError(e).into_response())?;
+        Ok(ManagedEndpoint { id })
+    }
+}
+
+/// The id of the endpoint `reference` (slug or id) names, when the human manages it; anything
+/// else is `not_found`. Shared by the API's extractor and the board's endpoint pages.
+pub(crate) async fn managed_endpoint<S: Store>(store: &S, human: &HumanScope, reference: String) -> Result<String> {
+    match store.resolve_scope(&human.manages, &ScopeRef::Endpoint(reference)).await? {
+        Owner::Endpoint(id) => Ok(id),
+        Owner::Team(_) => Err(Error::not_found()),
     }
 }
 
