@@ -3,7 +3,8 @@
 //! in with a browser session.
 //!
 //! What it owns: sign-in and sessions (`signin`, `sessions`), the pages (`pages`, `policy`,
-//! `settings`, the vend wizard `vend_wizard`), the owner's POST actions (`actions`), the live
+//! `settings`, the endpoints and their credentials `endpoints`, the vend wizard
+//! `vend_wizard`), the owner's POST actions (`actions`), the live
 //! header stream (`events`) and its own CSS and script (`assets`). What it must never do: decide admission, capacity or tenancy
 //! itself. Every number shown and every refusal comes from the store; anything the viewer may
 //! not see is the same 404 as something that does not exist.
@@ -14,6 +15,7 @@
 
 mod actions;
 mod assets;
+mod endpoints;
 mod events;
 mod pages;
 mod policy;
@@ -61,7 +63,12 @@ pub fn router(state: Board, shutdown: tokio::sync::watch::Receiver<bool>) -> Rou
         .route("/queues/{scope}/{queue}/budget", get(policy::edit).post(policy::save))
         .route("/queues/{scope}/{queue}/budget/clear", get(policy::clear_confirm).post(policy::clear))
         .route("/queues/{scope}/{queue}/audit", get(pages::audit))
+        .route("/endpoints", get(endpoints::list))
         .route("/endpoints/new", get(vend_wizard::start).post(vend_wizard::advance))
+        .route("/endpoints/{reference}", get(endpoints::show))
+        .route("/endpoints/{reference}/revoke", post(endpoints::revoke))
+        .route("/endpoints/{reference}/rotate", post(endpoints::rotate))
+        .route("/endpoints/{reference}/delete", get(endpoints::delete_confirm).post(endpoints::delete))
         .route("/settings/capacity", get(settings::show).post(settings::save))
         .layer(axum::Extension(events::Shutdown(shutdown)))
         .layer(DefaultBodyLimit::max(FORM_LIMIT_BYTES))

@@ -14,6 +14,7 @@
 //! refusal shows the step that owns the field, with the error next to it. Works with
 //! JavaScript off; the script only adds copy buttons to the last page.
 
+use super::endpoints::{TokenPage, endpoint_href};
 use super::signin::{Viewer, require};
 use super::{Board, Nav, PageError, PageResult};
 use crate::vend::{self, VendRequest};
@@ -21,7 +22,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::Form;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use models::error::{Code, Error};
 use models::store::Store;
@@ -147,15 +148,6 @@ struct ConsentPage {
     withheld: Vec<VerbChoice>,
 }
 
-#[derive(Template, WebTemplate)]
-#[template(path = "vend_done.html")]
-struct DonePage {
-    nav: Option<Nav>,
-    name: String,
-    mcp_url: String,
-    token: String,
-}
-
 /// A refusal and the field it names, placed next to that field on the step that owns it.
 #[derive(Default)]
 struct FieldError {
@@ -226,16 +218,15 @@ pub async fn advance(
                 Ok(vended) => vended,
                 Err(error) => return refused(&state, &viewer, answers, error).await,
             };
-            let page = DonePage {
+            Ok(TokenPage {
                 nav: Some(viewer.nav()),
-                name: endpoint.name,
+                heading: format!("{} is ready", endpoint.name),
                 mcp_url: state.public_url.absolute(&headers, &format!("/mcp/{}", endpoint.slug)),
+                endpoint_href: endpoint_href(&endpoint.id),
+                name: endpoint.name,
                 token,
-            };
-            let mut response = (StatusCode::CREATED, page).into_response();
-            // The bearer is shown this once: no cache, no back-button copy, keeps it.
-            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            Ok(response)
+            }
+            .once(StatusCode::CREATED))
         }
     }
 }
