@@ -4,7 +4,7 @@
 //! states that change what a page shows: a queue with no budget, an exhausted one whose work
 //! waits, claimed and finished work, a policy editor showing a field error, the confirmation
 //! pages, the audit history, the capacity settings of an admin and of a non-admin, the error
-//! page, the sign-in pages and every step of the vend wizard.
+//! page, the sign-in pages, the endpoint pages and every step of the vend wizard.
 //!
 //! axe-core is installed from the npm registry at set-up into `target/axe-core/` (never
 //! committed) and injected into each page through WebDriver. Each scanned page is also saved
@@ -245,6 +245,7 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     browser.sign_in(&world.server.base, &world.db_url, "ada").await;
 
     let queue = |queue: &str, rest: &str| format!("/queues/{}/{queue}{rest}", world.scope);
+    let endpoint = world.scope.strip_prefix("endpoint:").expect("an endpoint scope");
     let pages = [
         ("board", "/".to_string()),
         ("queue-exhausted", queue("metered", "")),
@@ -257,6 +258,9 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
         ("policy-clear-confirm", queue("metered", "/budget/clear")),
         ("audit", queue("metered", "/audit")),
         ("capacity-admin", "/settings/capacity".to_string()),
+        ("endpoints", "/endpoints".to_string()),
+        ("endpoint", format!("/endpoints/{endpoint}")),
+        ("endpoint-delete", format!("/endpoints/{endpoint}/delete")),
         ("not-found", queue("nowhere", "")),
     ];
     for (name, path) in &pages {
