@@ -24,6 +24,7 @@ pub mod storable;
 pub mod store;
 pub mod todo;
 pub mod verbs;
+pub mod what_if;
 pub mod window;
 #[cfg(test)]
 mod wire_properties;

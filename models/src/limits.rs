@@ -28,6 +28,14 @@ pub const REAPER_INTERVAL_DEFAULT: Duration = Duration::from_secs(30);
 /// daily windows; older usage is still kept (`USAGE_RETENTION_DAYS`) but not shown.
 pub const DETAIL_WINDOWS_MAX: i64 = 30;
 
+/// Most past claims one history read returns, the newest (the board's usage charts and budget
+/// preview, issue #29): a bound on what one page may read, far above what a budgeted queue
+/// commits in the spans they show.
+pub const CLAIM_HISTORY_MAX: i64 = 100_000;
+
+/// How far back the budget preview replays an identity's claims (issue #29).
+pub const PREVIEW_HISTORY_DAYS: i64 = 7;
+
 /// How many audit records a policy detail lists, newest first (REQ-10). Enough to see the recent
 /// history of a policy on one page.
 pub const DETAIL_AUDIT_MAX: i64 = 50;
