@@ -7,10 +7,14 @@ use super::{PgStore, db_error, finish, mutant_hooks};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, Observation, Policy};
 use models::error::{Error, Result};
+use models::identity::Owner;
 use models::identity::QueueIdentity;
-use models::limits::{CHARGE_LEDGER_RETENTION_DAYS, DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
+use models::limits::{
+    CHARGE_LEDGER_RETENTION_DAYS, CLAIM_HISTORY_MAX, DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS,
+};
 use models::scope::Reach;
 use models::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
+use models::what_if::PastClaim;
 use serde_json::Value;
 
 /// How many pending todos a status read counts: all of them (what REQ-7 reports), or only
@@ -187,6 +191,40 @@ impl PgStore {
             windows: windows.into_iter().map(|(start, used)| (start, i64::from(used))).collect(),
             audit,
         })
+    }
+
+    /// The identity's committed claims since `since`, oldest first: when each was claimed and
+    /// how long it held its slot (to now when it still does). Every attempt is one committed
+    /// claim, charged or not, so the history exists before any budget does. At most
+    /// `CLAIM_HISTORY_MAX`, the newest. Read by the board's usage charts and budget preview.
+    pub async fn claim_history(&self, identity: &QueueIdentity, since: DateTime<Utc>) -> Result<Vec<PastClaim>> {
+        // One constant statement per owner kind, so each uses its own tenant index.
+        let sql = match identity.owner {
+            Owner::Endpoint(_) => {
+                "SELECT a.started_at, a.ended_at FROM todo_attempts a JOIN todos t ON t.id = a.todo_id \
+                 WHERE t.endpoint_id = $1 AND t.queue = $2 AND a.started_at >= $3 \
+                 ORDER BY a.started_at DESC LIMIT $4"
+            }
+            Owner::Team(_) => {
+                "SELECT a.started_at, a.ended_at FROM todo_attempts a JOIN todos t ON t.id = a.todo_id \
+                 WHERE t.team_id = $1 AND t.queue = $2 AND a.started_at >= $3 \
+                 ORDER BY a.started_at DESC LIMIT $4"
+            }
+        };
+        let rows: Vec<(DateTime<Utc>, Option<DateTime<Utc>>)> = sqlx::query_as(sql)
+            .bind(identity.owner_id())
+            .bind(&identity.queue)
+            .bind(since)
+            .bind(CLAIM_HISTORY_MAX)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let now = self.clock.now();
+        Ok(rows
+            .into_iter()
+            .rev()
+            .map(|(started, ended)| PastClaim { claimed_at: started, held_for: ended.unwrap_or(now) - started })
+            .collect())
     }
 
     /// REQ-10: full replace (or create), audited, in one transaction. The policy row is locked

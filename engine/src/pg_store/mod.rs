@@ -254,6 +254,12 @@ impl PgStore {
         chrono::Duration::from_std(self.reaper_interval).unwrap_or(chrono::Duration::seconds(30))
     }
 
+    /// Now on the store's clock (the host's in production, a test's or the simulation's
+    /// otherwise), for reads that show spans of time, such as the board's usage charts.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
