@@ -23,6 +23,7 @@ pub mod sessions;
 mod settings;
 mod signin;
 mod snapshot;
+mod usage;
 mod vend_wizard;
 mod view;
 

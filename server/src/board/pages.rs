@@ -6,6 +6,7 @@
 
 use super::signin::{Viewer, require};
 use super::snapshot::{self, Card};
+use super::usage::UsageView;
 use super::view::{LocalTime, QueueRef, policy_zone, zone_moment};
 use super::{Board, Nav, PageError, PageResult};
 use crate::extract::managed_identity;
@@ -14,11 +15,13 @@ use askama_web::WebTemplate;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
+use chrono::TimeDelta;
 use engine::PgStore;
 use models::error::{Error, Result};
 use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::limits::USAGE_RETENTION_DAYS;
 use models::scope::Actor;
-use models::store::{Store, TodoQuery, TodoSet};
+use models::store::{QueueAdmission, Store, TodoQuery, TodoSet};
 use models::todo::TodoState;
 use serde::Deserialize;
 
@@ -56,6 +59,7 @@ struct QueuePage {
     card: Card,
     todos: Vec<super::view::TodoView>,
     cleared: Option<u64>,
+    usage: Option<UsageView>,
 }
 
 #[derive(Deserialize)]
@@ -82,14 +86,34 @@ pub async fn queue(
     let own: Vec<_> = todos.iter().collect();
     let card = snapshot::card(&identity, &names, &viewer.scope, admissions.first(), &own, &capacity);
     let rows = todos.iter().map(|t| super::view::todo_view(t, admissions.first())).collect();
+    let usage = if card.header.manages { usage(&state.store, &identity, admissions.first()).await? } else { None };
     Ok(QueuePage {
         nav: Some(viewer.nav()),
         csrf: viewer.session.csrf_token.clone(),
         card,
         todos: rows,
         cleared: query.cleared,
+        usage,
     }
     .into_response())
+}
+
+/// The usage section of a queue whose policy limits claims per window (managers only, as the
+/// API's policy detail is): the last windows' usage and the last 24 hours' claims.
+async fn usage(
+    store: &PgStore,
+    identity: &QueueIdentity,
+    admission: Option<&QueueAdmission>,
+) -> Result<Option<UsageView>> {
+    let Some(policy) = admission.and_then(|a| a.policy.as_ref()) else { return Ok(None) };
+    let (Some(limit), Some(window)) = (policy.max_claims_per_window, policy.window.as_ref()) else { return Ok(None) };
+    let detail = store.policy_detail(identity).await?;
+    let now = store.now();
+    let day_ago = now - TimeDelta::hours(24);
+    let oldest = detail.windows.iter().map(|(start, _)| *start).min().unwrap_or(day_ago).min(day_ago);
+    let history = store.claim_history(identity, oldest.max(now - TimeDelta::days(USAGE_RETENTION_DAYS))).await?;
+    let end_of = |start| window.window_containing(start).1;
+    Ok(Some(super::usage::usage_view(limit, window.tz, &detail.windows, end_of, &history, now)))
 }
 
 #[derive(Template, WebTemplate)]
