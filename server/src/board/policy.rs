@@ -6,11 +6,15 @@
 //!
 //! The form is turned into the operator API's PUT body and validated by the same
 //! `Policy::from_request`; writes pass the same per-human limiter. Owner scope only (404 else).
+//!
+//! "Preview" (issue #29) replays the queue's claims of the last week under the budget as typed,
+//! with `models::what_if` (the claim path's `decide`), and shows how many would have waited, for
+//! how long, and which windows would have run out, before anything is saved.
 
 use super::actions::queue_path;
-use super::signin::{CsrfForm, require};
+use super::signin::{CsrfForm, Viewer, require};
 use super::snapshot;
-use super::view::QueueRef;
+use super::view::{LocalTime, QueueRef, zone_moment};
 use super::{Board, Nav, PageError, PageResult};
 use crate::extract::managed_identity;
 use askama::Template;
@@ -19,9 +23,13 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect};
+use chrono::TimeDelta;
 use models::admission::Policy;
 use models::error::{Code, Error};
+use models::identity::QueueIdentity;
+use models::limits::PREVIEW_HISTORY_DAYS;
 use models::store::{PolicyActor, Store};
+use models::what_if;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -42,6 +50,10 @@ pub struct PolicyFields {
     pub weekday: String,
     #[serde(default)]
     pub max_in_flight: String,
+    /// `preview` replays the last week under the typed budget and saves nothing; anything else
+    /// saves.
+    #[serde(default)]
+    pub action: String,
 }
 
 impl PolicyFields {
@@ -56,6 +68,7 @@ impl PolicyFields {
             start: window.map_or_else(|| "00:00".to_string(), |w| w.start_hhmm()),
             weekday: window.and_then(|w| w.weekday_name()).unwrap_or("").to_string(),
             max_in_flight: number(policy.and_then(|p| p.max_in_flight)),
+            action: String::new(),
         }
     }
 
@@ -121,6 +134,7 @@ struct EditPage {
     fields: PolicyFields,
     errors: FieldErrors,
     has_policy: bool,
+    preview: Option<PreviewView>,
 }
 
 /// `GET /queues/{scope}/{queue}/budget`: the editor, filled with the current policy.
@@ -141,6 +155,7 @@ pub async fn edit(
         fields: PolicyFields::from_policy(policy),
         errors: FieldErrors::default(),
         has_policy: !admissions.is_empty(),
+        preview: None,
     }
     .into_response())
 }
@@ -155,6 +170,9 @@ pub async fn save(
     let viewer = require(&state, &headers).await?;
     viewer.check_csrf(&fields.csrf)?;
     let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
+    if fields.action == "preview" {
+        return preview(&state, &viewer, &identity, fields).await;
+    }
     let actor = PolicyActor { human_id: Some(viewer.scope.human.id.clone()), endpoint_id: None };
     let outcome = async {
         state.admission_writes.check_human(&state.store, &viewer.scope.human.id).await?;
@@ -179,11 +197,79 @@ pub async fn save(
                 errors: FieldErrors::from_error(&error),
                 fields,
                 has_policy: !admissions.is_empty(),
+                preview: None,
             };
             Ok((status, page).into_response())
         }
         Err(error) => Err(PageError::from(error)),
     }
+}
+
+/// What the typed budget would have done to the last week's claims (issue #29), in words.
+pub struct PreviewView {
+    pub days: i64,
+    pub claims: usize,
+    pub deferred: usize,
+    pub still_waiting: usize,
+    pub longest_wait: String,
+    pub median_wait: String,
+    pub exhausted: Vec<(String, LocalTime)>,
+    pub zone: String,
+}
+
+/// "2 h 5 min", "3 min 20 s", "40 s": a wait, to the second.
+fn wait_words(wait: TimeDelta) -> String {
+    let seconds = wait.num_seconds().max(0);
+    let (days, hours, minutes, seconds) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
+    let parts = [(days, "d"), (hours, "h"), (minutes, "min"), (seconds, "s")];
+    let words: Vec<String> =
+        parts.iter().filter(|(n, _)| *n > 0).map(|(n, unit)| format!("{n} {unit}")).take(2).collect();
+    if words.is_empty() { "none".to_string() } else { words.join(" ") }
+}
+
+/// `action=preview`: the budget as typed, validated as a save would be, then the identity's
+/// claims of the last `PREVIEW_HISTORY_DAYS` replayed under it with the claim path's
+/// `decide`. Writes nothing and spends no write allowance; the form comes back as typed, so
+/// "Save budget" saves what was previewed.
+async fn preview(state: &Board, viewer: &Viewer, identity: &QueueIdentity, fields: PolicyFields) -> PageResult {
+    let admissions = state.store.queue_admissions(std::slice::from_ref(identity)).await?;
+    let names = snapshot::names(&state.store, &viewer.scope).await?;
+    let mut page = EditPage {
+        nav: Some(viewer.nav()),
+        csrf: viewer.session.csrf_token.clone(),
+        queue: QueueRef::new(identity, &names),
+        fields,
+        errors: FieldErrors::default(),
+        has_policy: !admissions.is_empty(),
+        preview: None,
+    };
+    let policy = match page.fields.to_request().and_then(|request| Policy::from_request(&request)) {
+        Ok(policy) => policy,
+        Err(error) if error.code == Code::InvalidArgument => {
+            page.errors = FieldErrors::from_error(&error);
+            return Ok((StatusCode::BAD_REQUEST, page).into_response());
+        }
+        Err(error) => return Err(PageError::from(error)),
+    };
+    let now = state.store.now();
+    let history = state.store.claim_history(identity, now - TimeDelta::days(PREVIEW_HISTORY_DAYS)).await?;
+    let replay = what_if::replay(&policy, &history, now);
+    let zone = policy.window.as_ref().map_or(chrono_tz::Tz::UTC, |w| w.tz);
+    page.preview = Some(PreviewView {
+        days: PREVIEW_HISTORY_DAYS,
+        claims: replay.claims,
+        deferred: replay.deferred,
+        still_waiting: replay.still_waiting,
+        longest_wait: wait_words(replay.longest_wait),
+        median_wait: wait_words(replay.median_wait),
+        exhausted: replay
+            .exhausted
+            .iter()
+            .map(|w| (zone_moment(w.start, zone), LocalTime::new(w.exhausted_at)))
+            .collect(),
+        zone: zone.name().to_string(),
+    });
+    Ok(page.into_response())
 }
 
 impl EditPage {
