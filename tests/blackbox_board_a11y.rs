@@ -4,7 +4,8 @@
 //! states that change what a page shows: a queue with no budget, an exhausted one whose work
 //! waits, claimed and finished work, a policy editor showing a field error, the confirmation
 //! pages, the audit history, the capacity settings of an admin and of a non-admin, the error
-//! page, the sign-in pages, the endpoint pages and every step of the vend wizard.
+//! page, the sign-in pages, the endpoint pages, every step of the vend wizard and the budget
+//! preview; the exhausted queue's page carries its usage charts.
 //!
 //! axe-core is installed from the npm registry at set-up into `target/axe-core/` (never
 //! committed) and injected into each page through WebDriver. Each scanned page is also saved
@@ -210,6 +211,13 @@ async fn scan_the_vend_wizard(scan: &mut Scan<'_>, browser: &Browser) {
     scan.scanned += 4;
 }
 
+/// The policy editor's preview of a budget (issue #29), over the fixture's real claims.
+async fn show_the_budget_preview(browser: &Browser, world: &Fixture, budget_path: &str) {
+    browser.goto(&world.server.url(budget_path)).await;
+    browser.execute("document.querySelector('button[value=preview]').click(); return true;", vec![]).await;
+    browser.wait_for_element("#preview-deferred").await;
+}
+
 /// The scan itself must see violations: an image without text and a button without a name,
 /// added to a page, are reported, so a silent scan means a clean page, not a dead scan.
 async fn assert_the_scan_sees_a_planted_violation(browser: &Browser, world: &Fixture, axe: &str) {
@@ -272,6 +280,9 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     scan.check(&browser, "policy-editor-error", "policy-editor-error".to_string()).await;
     scan.scanned += 1;
     scan_the_vend_wizard(&mut scan, &browser).await;
+    show_the_budget_preview(&browser, &world, &queue("metered", "/budget")).await;
+    scan.check(&browser, "policy-preview", "policy-preview".to_string()).await;
+    scan.scanned += 1;
     browser.close().await;
 
     // A human who may read but not change the capacity setting sees another form of the page.
@@ -285,7 +296,7 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     member.close().await;
 
     let Scan { scanned, failures, .. } = scan;
-    assert!(scanned >= pages.len() + 8, "scanned only {scanned} pages");
+    assert!(scanned >= pages.len() + 9, "scanned only {scanned} pages");
     assert!(failures.is_empty(), "axe-core found WCAG 2.1 AA violations:\n{}", failures.join("\n"));
     let shots: Vec<PathBuf> = std::fs::read_dir(screenshot_dir())
         .expect("screenshot dir")
