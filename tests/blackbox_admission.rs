@@ -525,3 +525,61 @@ async fn req13_an_mcp_client_that_leaves_while_its_claim_waits_on_the_policy_loc
     assert!(!is_error, "{claimed}");
     assert_eq!((claimed["todo"]["id"].as_str(), claimed["admission"]["used"].as_i64()), (Some(todo.as_str()), Some(1)));
 }
+
+/// Claims `count` todos of `inbox` over MCP; each must be admitted.
+async fn claim_admitted(world: &World, slug: &str, key: &str, count: usize) {
+    for n in 0..count {
+        let (is_error, answer) = world.client.tool(slug, key, "claim_next", json!({})).await;
+        assert!(!is_error && answer["empty"] == false, "claim {n} was not admitted: {answer}");
+    }
+}
+
+/// `usage.used` of `GET /api/v1/admission/{scope}/inbox`.
+async fn used(world: &World, token: &str, scope: &str) -> Value {
+    let (status, detail) = world.client.get(&format!("/api/v1/admission/{scope}/inbox"), token).await;
+    assert_eq!(status, 200, "{detail}");
+    detail["usage"]["used"].clone()
+}
+
+// SPEC-0030 REQ-3 (issue #28, leak 1): "A charge MUST NOT be refunded by ... any policy change".
+// A day spent 5 of 5, then DELETE and PUT of the same policy: still 5 used, nothing admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req3_a_deleted_and_re_created_policy_keeps_the_days_charges_over_the_api() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (slug, key) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox"]})).await);
+    let scope = format!("endpoint:{slug}");
+    assert_eq!(world.put_policy(&alice, &scope, "inbox", daily(5)).await.0, 200);
+    for i in 0..8 {
+        world.push(&alice, &slug, "inbox", &format!("t{i}")).await;
+    }
+    claim_admitted(&world, &slug, &key, 5).await;
+    assert_eq!(world.delete_policy(&alice, &scope, "inbox").await.0, 204);
+    assert_eq!(world.put_policy(&alice, &scope, "inbox", daily(5)).await.0, 200);
+    assert_eq!(used(&world, &alice, &scope).await, 5, "the re-created policy refunded the day");
+    let (is_error, answer) = world.client.tool(&slug, &key, "claim_next", json!({})).await;
+    assert!(!is_error, "{answer}");
+    assert_eq!(answer["empty"], true, "a sixth claim was admitted the same day: {answer}");
+    assert_eq!(answer["deferred"][0]["reason"], "window_exhausted", "{answer}");
+}
+
+// SPEC-0030 REQ-3 (issue #28, leak 2): "The number of units charged in a window MUST equal the
+// number of claims of that queue identity committed in it." Moving the day's start so that the
+// current window began an hour ago counts the claims committed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req3_a_redefined_window_counts_the_claims_already_in_it_over_the_api() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (slug, key) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox"]})).await);
+    let scope = format!("endpoint:{slug}");
+    assert_eq!(world.put_policy(&alice, &scope, "inbox", daily(5)).await.0, 200);
+    for i in 0..4 {
+        world.push(&alice, &slug, "inbox", &format!("t{i}")).await;
+    }
+    claim_admitted(&world, &slug, &key, 3).await;
+    let start = (chrono::Utc::now() - chrono::Duration::hours(1)).format("%H:%M").to_string();
+    let moved = json!({"max_in_flight": null, "max_claims_per_window": 5,
+                       "window": {"period": "day", "tz": "UTC", "start": start}});
+    assert_eq!(world.put_policy(&alice, &scope, "inbox", moved).await.0, 200);
+    assert_eq!(used(&world, &alice, &scope).await, 3, "the redefined window forgot the claims in its span");
+}

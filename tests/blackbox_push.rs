@@ -326,6 +326,31 @@ async fn req8_a_raised_policy_rings_once() {
     assert_eq!(all[0]["params"]["meta"]["todo_id"], waiting.as_str());
 }
 
+// SPEC-0030 REQ-8 (issue #28, leak 3): a budget lowered under pending, already-rung work and
+// raised again with no claim between them rings the reopening exactly once. Before the store
+// watched every deferral, no ring came at all.
+#[tokio::test]
+async fn req8_lower_then_raise_with_no_claim_between_rings_exactly_once() {
+    let world = World::start(1).await;
+    let agent = world.agent(&["lane"]).await;
+    let events = world.stream(&agent, 0, 0).await;
+    let waiting = world.create(&agent, "lane", "rung before the budget fell").await;
+    wait_for_todo(&events, &waiting).await;
+    world.policy(&agent, "lane", in_flight(0)).await;
+    world.policy(&agent, "lane", in_flight(5)).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while reopen_rings(&events.all()).is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no reopen ring: {:?}", events.all());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Long enough for further sweeps (one a second) to ring again, were they going to.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = events.all();
+    let reopens = reopen_rings(&all);
+    assert_eq!(reopens.len(), 1, "{all:?}");
+    assert_eq!(reopens[0]["params"]["meta"]["todo_id"], waiting.as_str());
+}
+
 #[tokio::test]
 async fn req8_hook_ssrf_guard_refuses_private_and_metadata_addresses() {
     let db = engine::testing::empty_database().await;
