@@ -30,6 +30,7 @@ macro_rules! or_rollback {
 
 mod admission;
 mod batch;
+mod board_reads;
 mod claim;
 mod claim_unbudgeted;
 mod groups;
@@ -59,6 +60,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use board_reads::{QueueCounts, TodoCursor};
 pub use principals::{BootstrapError, hash_token, new_token};
 pub use push::{PUSH_CHANNEL, ring_announcement};
 pub use removal::{HumanRemoval, MemberRemoval};
