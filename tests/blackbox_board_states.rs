@@ -8,7 +8,7 @@
 mod board_support;
 mod support;
 
-use board_support::world::{Ep, World, read_card};
+use board_support::world::{Ep, World, read_row};
 use board_support::{BROWSER_WAIT, Browser, Driver, Js};
 use fantoccini::Locator;
 use serde_json::{Value, json};
@@ -53,12 +53,12 @@ async fn save_capacity(browser: &Browser, value: &str) {
     form.submit().await.expect("submit");
 }
 
-/// The header text of the card titled `title` on the board.
+/// The text of the board table's row of the queue titled `title`.
 async fn header(browser: &Browser, world: &World, title: &str) -> String {
     browser.goto(&world.url("/")).await;
-    let card = read_card(browser, title).await;
-    assert!(!card.is_null(), "no card {title}");
-    card["header"].as_str().expect("header").to_string()
+    let row = read_row(browser, title).await;
+    assert!(!row.is_null(), "no row {title}");
+    row["text"].as_str().expect("row text").to_string()
 }
 
 // intake-capacity "Board": the settings page (admins), and the header's "P pending of C".
@@ -156,16 +156,20 @@ async fn req9_a_policy_that_cannot_be_evaluated_shows_the_queue_unavailable_on_t
 
     let driver = Driver::start().await;
     let owner = world.owner_browser(&driver, Js::On, 0).await;
-    let text = header(&owner, &world, "worker / metered").await;
-    assert!(text.contains("status: unavailable"), "{text}");
+    owner.goto(&world.url("/")).await;
+    let row = read_row(&owner, "worker / metered").await;
+    assert_eq!(row["status"], "unavailable", "{row}");
     let alarm = owner
         .execute(
-            "return [...document.querySelectorAll('.card')].filter(c => c.innerText.includes('worker / metered'))\
-               .map(c => c.classList.contains('alarm'));",
+            "return [...document.querySelectorAll('tr.live-header')].filter(r => r.innerText.includes('worker / metered'))\
+               .map(r => r.classList.contains('alarm'));",
             vec![],
         )
         .await;
     assert_eq!(alarm, json!([true]), "an unavailable queue is marked as an alarm");
+    owner.goto(&world.url(&format!("/queues/endpoint:{}/metered", ep.id))).await;
+    let text = owner.execute("return document.querySelector('.live-header').textContent;", vec![]).await;
+    assert!(text.as_str().is_some_and(|t| t.contains("status: unavailable")), "{text}");
     owner.close().await;
 }
 

@@ -1,7 +1,7 @@
 // Switchboard board: the one script the board loads (issue #12). Every page works without it;
 // it only (1) shows times in the viewer's own zone and a lease's countdown, (2) swaps in live
-// queue headers from GET /events (native EventSource) and announces a queue turning exhausted,
-// paused or unavailable, (3) returns focus to the edit control after the policy editor, and
+// queue headers and board rows from GET /events (native EventSource) and announces a queue
+// turning exhausted, paused or unavailable, (3) returns focus to the edit control after the policy editor, and
 // (4) shows copy buttons beside a value shown once (the vend wizard's URL and token), which
 // stay selectable text without it.
 // No inline code anywhere: the CSP is default-src 'self'.
@@ -38,12 +38,13 @@
     var header = document.getElementById('qh-' + update.key);
     if (!header || header.getAttribute('data-version') === update.version) return;
     var before = statusOf(header);
-    header.innerHTML = update.html;
+    var row = header.getAttribute('data-form') === 'row';
+    header.innerHTML = row ? update.row_html : update.html;
     header.setAttribute('data-version', update.version);
     localise(header);
     var after = statusOf(header);
-    var card = header.closest('.card');
-    if (card) card.classList.toggle('alarm', ALARM[after] === true);
+    var frame = row ? header : header.closest('.card');
+    if (frame) frame.classList.toggle('alarm', ALARM[after] === true);
     if (after !== before && ALARM[after] === true) {
       announce(header.getAttribute('data-queue') + ' is now ' + after);
     }

@@ -188,26 +188,22 @@ impl Web {
     }
 }
 
-/// What a board card shows, read from the DOM in one go: `{header, local, pending: [{title,
-/// chip}], claimed}` for the card titled `title` (null when there is none).
-pub async fn read_card(browser: &Browser, title: &str) -> Value {
+/// What the board table's row of the queue titled `title` shows, read from the DOM in one go:
+/// `{status, used, in_flight, pending, resets, local, text}` (null when there is no such row).
+/// `local` is the reset time in the viewer's zone once the script has localised it.
+pub async fn read_row(browser: &Browser, title: &str) -> Value {
     browser
         .execute(
             r#"
-            const card = [...document.querySelectorAll('section.card')]
-                .find(c => c.querySelector('h2').textContent.trim() === arguments[0]);
-            if (!card) return null;
-            const lanes = card.querySelectorAll('.lanes > .lane');
-            const time = card.querySelector('.live-header time.local');
+            const row = [...document.querySelectorAll('table.queues tr.live-header')]
+                .find(r => r.querySelector('th a').textContent.trim() === arguments[0]);
+            if (!row) return null;
+            const cell = i => row.cells[i].textContent.replace(/\s+/g, ' ').trim();
+            const time = row.querySelector('time.local');
             return {
-                header: card.querySelector('.live-header').textContent.replace(/\s+/g, ' ').trim(),
+                status: cell(1), used: cell(2), in_flight: cell(3), pending: cell(4), resets: cell(5),
                 local: time ? time.textContent : null,
-                pending: [...lanes[0].querySelectorAll('li.todo')].map(li => ({
-                    title: li.querySelector('a').textContent.trim(),
-                    chip: li.querySelector('.chip') ? li.querySelector('.chip').textContent : null,
-                })),
-                pending_heading: lanes[0].querySelector('h3').textContent,
-                claimed_heading: lanes[1].querySelector('h3').textContent,
+                text: row.textContent.replace(/\s+/g, ' ').trim(),
             };
             "#,
             vec![json!(title)],

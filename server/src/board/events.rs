@@ -50,7 +50,8 @@ struct Tick {
 }
 
 /// `GET /events`: 401 without a live session; otherwise `header` events
-/// `{key, version, html}` as headers change.
+/// `{key, version, html, row_html}` as headers change: `html` for a queue page's header,
+/// `row_html` for the board table's row of the same queue.
 pub async fn stream(
     State(state): State<Board>,
     Extension(shutdown): Extension<Shutdown>,
@@ -116,6 +117,7 @@ impl Tick {
                 "key": header.queue.key,
                 "version": header.version,
                 "html": header.fragment_html,
+                "row_html": header.row_html,
             });
             self.outbox.push_back(Event::default().event("header").data(data.to_string()));
             self.sent.insert(header.queue.key.clone(), header.version.clone());

@@ -1,13 +1,14 @@
-//! The board's read-only pages: the board (`/`, `/board`), a queue (`/queues/{scope}/{queue}`),
+//! The board's read-only pages: the board (`/`, `/board`: a table of queues, filtered and paged
+//! by keyset), a queue (`/queues/{scope}/{queue}`: exact counts and its todos a page at a time),
 //! a todo (`/todos/{id}`) and a policy's audit history (`.../audit`).
 //!
 //! Seeing follows the viewer's reach (as `GET /api/v1/todos` does); the audit history follows
 //! what they manage (as `GET /api/v1/admission/.../audit` does). Outside either: 404.
 
 use super::signin::{Viewer, require};
-use super::snapshot::{self, Card};
+use super::snapshot;
 use super::usage::UsageView;
-use super::view::{LocalTime, QueueRef, policy_zone, zone_moment};
+use super::view::{HeaderView, LocalTime, QueueRef, policy_zone, zone_moment};
 use super::{Board, Nav, PageError, PageResult};
 use crate::extract::managed_identity;
 use askama::Template;
@@ -15,32 +16,117 @@ use askama_web::WebTemplate;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use engine::PgStore;
+use engine::pg_store::TodoCursor;
 use models::error::{Error, Result};
 use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
 use models::limits::USAGE_RETENTION_DAYS;
 use models::scope::Actor;
-use models::store::{QueueAdmission, Store, TodoQuery, TodoSet};
+use models::store::{QueueAdmission, Store};
 use models::todo::TodoState;
 use serde::Deserialize;
 
-/// Most todos a queue page lists.
-const QUEUE_TODOS_MAX: i64 = 200;
+/// Queues one page of the board's table shows.
+pub const QUEUES_PER_PAGE: usize = 50;
+/// Todos one page of a queue lists.
+pub const TODOS_PER_PAGE: i64 = 100;
+/// The statuses the board can be filtered by, in the words the table shows.
+const STATUS_FILTERS: [&str; 6] = ["admitted", "exhausted", "in-flight full", "paused", "unavailable", "no budget"];
 
 #[derive(Template, WebTemplate)]
 #[template(path = "board.html")]
 struct BoardPage {
     nav: Option<Nav>,
-    csrf: String,
-    cards: Vec<Card>,
+    rows: Vec<HeaderView>,
+    status: String,
+    search: String,
+    statuses: [&'static str; 6],
+    summary: String,
+    next_href: Option<String>,
+    first_href: String,
+    paged: bool,
 }
 
-/// `GET /` and `GET /board`: one card per queue identity the viewer can see.
-pub async fn board(State(state): State<Board>, headers: HeaderMap) -> PageResult {
+/// The board's query: a status filter, a search and the keyset cursor (the title and key of the
+/// last row of the previous page).
+#[derive(Deserialize, Default)]
+pub struct BoardQuery {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    q: String,
+    after: Option<String>,
+    after_key: Option<String>,
+}
+
+/// `/?status=..&q=..&after=..&after_key=..`, the board's own link with these values.
+fn board_href(status: &str, search: &str, after: Option<&HeaderView>) -> String {
+    let mut url = reqwest::Url::parse("http://board/").expect("a constant URL");
+    {
+        let mut query = url.query_pairs_mut();
+        if !status.is_empty() {
+            query.append_pair("status", status);
+        }
+        if !search.is_empty() {
+            query.append_pair("q", search);
+        }
+        if let Some(row) = after {
+            query.append_pair("after", &row.queue.title);
+            query.append_pair("after_key", &row.queue.key);
+        }
+    }
+    match url.query() {
+        Some(query) if !query.is_empty() => format!("/?{query}"),
+        _ => "/".to_string(),
+    }
+}
+
+/// `GET /` and `GET /board`: the queues the viewer can see, one table row each (status in words,
+/// used of limit, in flight, pending, resets at), filtered by status and name, a page at a time
+/// by keyset over the title order.
+pub async fn board(State(state): State<Board>, headers: HeaderMap, Query(query): Query<BoardQuery>) -> PageResult {
     let viewer = require(&state, &headers).await?;
-    let cards = snapshot::cards(&state.store, &viewer.scope).await?;
-    Ok(BoardPage { nav: Some(viewer.nav()), csrf: viewer.session.csrf_token.clone(), cards }.into_response())
+    let all = snapshot::rows(&state.store, &viewer.scope).await?;
+    let total = all.len();
+    let status = if STATUS_FILTERS.contains(&query.status.as_str()) { query.status.clone() } else { String::new() };
+    let search = query.q.trim().to_string();
+    let needle = search.to_lowercase();
+    let matching: Vec<HeaderView> = all
+        .into_iter()
+        .filter(|row| status.is_empty() || row.status_word == status)
+        .filter(|row| needle.is_empty() || row.queue.title.to_lowercase().contains(&needle))
+        .collect();
+    let cursor = query.after.as_ref().map(|title| (title.to_lowercase(), query.after_key.clone().unwrap_or_default()));
+    let start = cursor.as_ref().map_or(0, |cursor| {
+        matching.partition_point(|row| (row.queue.title.to_lowercase(), row.queue.key.clone()) <= *cursor)
+    });
+    let rest = matching.len() - start;
+    let rows: Vec<HeaderView> = matching.iter().skip(start).take(QUEUES_PER_PAGE).cloned().collect();
+    let next_href = (rest > QUEUES_PER_PAGE).then(|| board_href(&status, &search, rows.last()));
+    let summary = match (matching.len(), rows.len()) {
+        (0, _) if total == 0 => "No queues yet.".to_string(),
+        (0, _) => format!("No queue of {total} matches."),
+        (count, shown) => format!(
+            "Queues {} to {} of {count}{}.",
+            start + 1,
+            start + shown,
+            if count == total { String::new() } else { format!(" matching (of {total} in all)") }
+        ),
+    };
+    let first_href = board_href(&status, &search, None);
+    Ok(BoardPage {
+        nav: Some(viewer.nav()),
+        rows,
+        first_href,
+        status,
+        search,
+        statuses: STATUS_FILTERS,
+        summary,
+        next_href,
+        paged: start > 0,
+    }
+    .into_response())
 }
 
 /// `{scope}/{queue}` resolved within what the viewer reaches; otherwise `not_found`.
@@ -56,8 +142,15 @@ pub async fn visible_identity(store: &PgStore, viewer: &Viewer, scope: &str, que
 struct QueuePage {
     nav: Option<Nav>,
     csrf: String,
-    card: Card,
+    header: HeaderView,
+    /// Exact counts by state, in the words the table uses, and their sum.
+    counts: Vec<(&'static str, i64)>,
+    total: i64,
+    pending: i64,
     todos: Vec<super::view::TodoView>,
+    /// The link to the next, older page, if there is one; `paged` when this is not the first.
+    older_href: Option<String>,
+    paged: bool,
     cleared: Option<u64>,
     usage: Option<UsageView>,
 }
@@ -65,9 +158,13 @@ struct QueuePage {
 #[derive(Deserialize)]
 pub struct QueueQuery {
     cleared: Option<u64>,
+    /// The keyset cursor: the created time and id of the last todo of the previous page.
+    before: Option<DateTime<Utc>>,
+    before_id: Option<String>,
 }
 
-/// `GET /queues/{scope}/{queue}`: the header, every todo in a table, and the owner's controls.
+/// `GET /queues/{scope}/{queue}`: the header, exact counts, a page of todos (newest first, by
+/// keyset) and the owner's controls.
 pub async fn queue(
     State(state): State<Board>,
     headers: HeaderMap,
@@ -79,23 +176,50 @@ pub async fn queue(
     let names = snapshot::names(&state.store, &viewer.scope).await?;
     let capacity = state.store.queue_capacity().await?;
     let admissions = state.store.queue_admissions(std::slice::from_ref(&identity)).await?;
-    let todos = state
-        .store
-        .list_todos(TodoQuery { set: TodoSet::Queues(vec![identity.clone()]), state: None, limit: QUEUE_TODOS_MAX })
-        .await?;
-    let own: Vec<_> = todos.iter().collect();
-    let card = snapshot::card(&identity, &names, &viewer.scope, admissions.first(), &own, &capacity);
+    let counts = state.store.queue_state_counts(&identity).await?;
+    let count_of = |state: TodoState| counts.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
+    let (pending, claimed) = (count_of(TodoState::Pending), count_of(TodoState::Claimed));
+    let cursor = match (query.before, query.before_id) {
+        (Some(created_at), Some(id)) => Some(TodoCursor { created_at, id }),
+        _ => None,
+    };
+    let mut todos = state.store.queue_todos_page(&identity, cursor.as_ref(), TODOS_PER_PAGE + 1).await?;
+    let more = todos.len() as i64 > TODOS_PER_PAGE;
+    todos.truncate(TODOS_PER_PAGE as usize);
+    let header =
+        snapshot::header_for(&identity, &names, &viewer.scope, admissions.first(), (pending, claimed), &capacity);
+    let older_href = todos.last().filter(|_| more).map(|last| older_link(&header.queue.href, last));
     let rows = todos.iter().map(|t| super::view::todo_view(t, admissions.first())).collect();
-    let usage = if card.header.manages { usage(&state.store, &identity, admissions.first()).await? } else { None };
+    let usage = if header.manages { usage(&state.store, &identity, admissions.first()).await? } else { None };
+    let by_state: Vec<(&'static str, i64)> =
+        [TodoState::Pending, TodoState::Claimed, TodoState::Failed, TodoState::Done, TodoState::Discarded]
+            .into_iter()
+            .map(|state| (state.as_str(), count_of(state)))
+            .collect();
     Ok(QueuePage {
         nav: Some(viewer.nav()),
         csrf: viewer.session.csrf_token.clone(),
-        card,
+        total: by_state.iter().map(|(_, n)| n).sum(),
+        counts: by_state,
+        pending,
+        header,
         todos: rows,
+        older_href,
+        paged: cursor.is_some(),
         cleared: query.cleared,
         usage,
     }
     .into_response())
+}
+
+/// The queue page's link to the todos older than `last`.
+fn older_link(queue_href: &str, last: &models::todo::Todo) -> String {
+    let mut url = reqwest::Url::parse("http://board/").expect("a constant URL");
+    url.query_pairs_mut()
+        // Every digit the clock has: a cursor rounded to the millisecond would skip todos.
+        .append_pair("before", &last.created_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        .append_pair("before_id", &last.id);
+    format!("{queue_href}?{}", url.query().unwrap_or_default())
 }
 
 /// The usage section of a queue whose policy limits claims per window (managers only, as the

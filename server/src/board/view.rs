@@ -124,12 +124,25 @@ pub struct HeaderFragment {
     pub at_capacity: bool,
 }
 
-/// A queue header: the fixed part (title, edit control) and the live fragment, pre-rendered.
+/// The same live state as a row of the board's queue table: the cells after the queue's name
+/// (status in words, used of limit, in flight, pending, resets at).
+#[derive(Template)]
+#[template(path = "queue_row.html")]
+struct RowFragment<'a> {
+    queue: &'a QueueRef,
+    fragment: &'a HeaderFragment,
+}
+
+/// A queue header: the fixed part (title, edit control) and the live fragment, pre-rendered,
+/// once as the queue page's header and once as the board table's row.
 #[derive(Clone)]
 pub struct HeaderView {
     pub queue: QueueRef,
     pub manages: bool,
     pub fragment_html: String,
+    pub row_html: String,
+    /// The status in words, what the board's status filter matches.
+    pub status_word: &'static str,
     /// Short digest of `fragment_html`: the script skips a pushed fragment it already shows.
     pub version: String,
     pub is_alarm: bool,
@@ -146,7 +159,13 @@ pub fn intake_text(pending: i64, capacity: &Capacity) -> (String, bool) {
     }
 }
 
-pub fn header_fragment(admission: Option<&QueueAdmission>, pending: i64, capacity: &Capacity) -> HeaderFragment {
+/// The live header of a queue; `claimed` is its in-flight count where no policy reports one.
+pub fn header_fragment(
+    admission: Option<&QueueAdmission>,
+    pending: i64,
+    claimed: Option<i64>,
+    capacity: &Capacity,
+) -> HeaderFragment {
     let (intake, at_capacity) = intake_text(pending, capacity);
     let Some(admission) = admission else {
         return HeaderFragment {
@@ -154,7 +173,7 @@ pub fn header_fragment(admission: Option<&QueueAdmission>, pending: i64, capacit
             status_class: "admitted",
             has_policy: false,
             used_text: None,
-            flight_text: None,
+            flight_text: claimed.map(|n| format!("{n} in flight")),
             resets: None,
             intake_text: intake,
             at_capacity,
@@ -190,8 +209,11 @@ pub fn header_fragment(admission: Option<&QueueAdmission>, pending: i64, capacit
 /// of a formatter error, which then shows as an empty header rather than a failed page.
 pub fn header_view(queue: QueueRef, manages: bool, fragment: &HeaderFragment) -> HeaderView {
     let fragment_html = fragment.render().unwrap_or_default();
+    let row_html = RowFragment { queue: &queue, fragment }.render().unwrap_or_default();
     let digest = Sha256::digest(fragment_html.as_bytes());
     HeaderView {
+        row_html,
+        status_word: fragment.status_word,
         queue,
         manages,
         version: digest.iter().take(8).map(|b| format!("{b:02x}")).collect(),
