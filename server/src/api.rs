@@ -219,27 +219,44 @@ pub async fn todo_action<S: Store>(
 /// The longest an operator token may be minted for: one year.
 pub const MAX_TOKEN_LIFETIME_SECONDS: i64 = 366 * 24 * 3600;
 
+/// Longest operator token label accepted.
+pub const TOKEN_LABEL_LENGTH_MAX: usize = 100;
+
 /// `POST /api/v1/tokens {label?, expires_in_seconds?}`: another operator API token for the signed-in human; shown once.
 pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
     let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
     let args = Args::object(&body, "body")?;
     args.only(&["label", "expires_in_seconds"])?;
     let label = args.opt_str("label")?;
-    if label.is_some_and(|l| l.chars().count() > 100) {
-        return Err(Error::invalid("label", "label must be at most 100 characters").into());
-    }
     let expires_in_seconds = args.opt_i64("expires_in_seconds")?;
+    let token = mint_operator_token(&state.store, &human.human.id, label, expires_in_seconds).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({ "token": token, "label": label, "human_id": human.human.id })))
+        .into_response())
+}
+
+/// Mints another `sbh_` operator token for `human_id` and returns it (shown once; only its
+/// digest is stored): the one rule of the operator API and the board. The label is at most
+/// [`TOKEN_LABEL_LENGTH_MAX`] characters; the token expires `expires_in_seconds` from now, 1 to
+/// [`MAX_TOKEN_LIFETIME_SECONDS`], or never when None. Refusals name `label` or
+/// `expires_in_seconds`.
+pub(crate) async fn mint_operator_token<S: Store>(
+    store: &S,
+    human_id: &str,
+    label: Option<&str>,
+    expires_in_seconds: Option<i64>,
+) -> Result<String> {
+    if label.is_some_and(|l| l.chars().count() > TOKEN_LABEL_LENGTH_MAX) {
+        return Err(Error::invalid("label", format!("label must be at most {TOKEN_LABEL_LENGTH_MAX} characters")));
+    }
     if expires_in_seconds.is_some_and(|secs| !(1..=MAX_TOKEN_LIFETIME_SECONDS).contains(&secs)) {
         return Err(Error::invalid(
             "expires_in_seconds",
             format!("expires_in_seconds must be between 1 and {MAX_TOKEN_LIFETIME_SECONDS}"),
-        )
-        .into());
+        ));
     }
     let token = new_token(crate::auth::HUMAN_TOKEN_PREFIX);
-    state.store.mint_token(&human.human.id, label, &hash_token(&token), expires_in_seconds).await?;
-    Ok((StatusCode::CREATED, axum::Json(json!({ "token": token, "label": label, "human_id": human.human.id })))
-        .into_response())
+    store.mint_token(human_id, label, &hash_token(&token), expires_in_seconds).await?;
+    Ok(token)
 }
 
 /// `GET /api/v1/teams`: the caller's teams and their role in each.

@@ -4,6 +4,10 @@
 //! 5-minute timestamp tolerance). One delivery fans out to one todo per target queue identity,
 //! each governed only by its own policy (SPEC-0030 REQ-2); a redelivery of the same delivery id
 //! creates nothing and charges nothing (REQ-3). Nothing a delivery carries can change a policy.
+//!
+//! The rules for registering a webhook and rotating its secret live here once ([`register`],
+//! [`rotate_secret`]): the operator API and the board's webhook pages both call them, so a
+//! name or a target one refuses the other refuses too, naming the same field.
 
 use crate::extract::Human;
 use crate::state::AppState;
@@ -13,8 +17,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use base64::Engine;
-use models::error::{Code, Error};
+use chrono::{DateTime, Utc};
+use models::error::{Code, Error, Result};
 use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
+use models::scope::HumanScope;
 use models::storable::storable_value;
 use models::store::Store;
 use models::todo::{
@@ -25,6 +31,9 @@ use serde_json::{Value, json};
 
 /// How far a delivery's `webhook-timestamp` may be from now (the Standard Webhooks tolerance).
 const TIMESTAMP_TOLERANCE_SECONDS: u64 = 5 * 60;
+
+/// Longest webhook name accepted (after trimming).
+const WEBHOOK_NAME_LENGTH_MAX: usize = 100;
 
 /// Most targets one webhook fans out to.
 const TARGETS_MAX: usize = 50;
@@ -73,21 +82,33 @@ pub async fn rotate<S: Store>(
     Human(human): Human,
     Path(id): Path<String>,
 ) -> ApiResult {
+    let (secret, expires_at) = rotate_secret(&state.store, &human, &id).await?;
+    let expires_at = expires_at.map(crate::wire::rfc3339);
+    Ok(axum::Json(json!({ "secret": secret, "previous_secret_expires_at": expires_at })).into_response())
+}
+
+/// Replaces the signing secret of `human`'s webhook `id`: the new secret (shown once) and when
+/// the replaced one stops verifying deliveries. Someone else's webhook is the same `not_found`
+/// as an unknown one. The operator API and the board both rotate through here.
+pub(crate) async fn rotate_secret<S: Store>(
+    store: &S,
+    human: &HumanScope,
+    id: &str,
+) -> Result<(String, Option<DateTime<Utc>>)> {
     let secret = new_secret();
-    state.store.rotate_webhook_secret(&human.human.id, &id, &secret).await?;
+    store.rotate_webhook_secret(&human.human.id, id, &secret).await?;
     tracing::info!(webhook = %id, human = %human.human.id, "webhook secret rotated");
     // The grace's end as the store recorded it (on its clock), read back because the rotation
     // does not answer it. The rotation has committed, so a failed read must not hide the new
-    // secret, which is shown only here: the field is null then.
-    let expires_at = match state.store.webhook_for_ingest_unscoped(&id).await {
+    // secret, which is shown only once: the end is None then.
+    let expires_at = match store.webhook_for_ingest_unscoped(id).await {
         Ok(route) => route.and_then(|route| route.previous_secret).map(|previous| previous.expires_at),
         Err(error) => {
             tracing::warn!(webhook = %id, %error, "rotated, but the grace's end could not be read back");
             None
         }
     };
-    let expires_at = expires_at.map(crate::wire::rfc3339);
-    Ok(axum::Json(json!({ "secret": secret, "previous_secret_expires_at": expires_at })).into_response())
+    Ok((secret, expires_at))
 }
 
 /// `POST /api/v1/webhooks {name, targets: [{scope, queue}]}` → `201 {id, ingest_url, secret}`.
@@ -101,52 +122,97 @@ pub async fn create<S: Store>(
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["name", "targets"])?;
-    let name = args.str("name")?.trim();
-    if name.is_empty() || name.chars().count() > 100 {
-        return Err(Error::invalid("name", "name must be 1-100 characters").into());
+    let name = args.str("name")?;
+    // Anything but a list is no targets at all, which `register` refuses as `targets`.
+    let listed = body.get("targets").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let targets = listed
+        .iter()
+        .enumerate()
+        .map(|(i, target)| {
+            let target = Args::object(target, &format!("targets[{i}]"))?;
+            // A half that is missing or not a string is refused as required, in its turn.
+            Ok(TargetText {
+                scope: target.opt_str("scope").ok().flatten(),
+                queue: target.opt_str("queue").ok().flatten(),
+            })
+        })
+        .collect();
+    let webhook = register(&state.store, &human, name, targets).await?;
+    let ingest_url = state.public_url.absolute(&headers, &format!("/ingest/{}", webhook.id));
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({
+            "id": webhook.id,
+            "name": webhook.name,
+            "ingest_url": ingest_url,
+            "secret": webhook.secret,
+            "targets": webhook.targets.iter().map(|t| json!({ "scope": scope_string(t), "queue": t.queue })).collect::<Vec<_>>(),
+        })),
+    )
+        .into_response())
+}
+
+/// One target as its caller wrote it: a scope (`endpoint:<slug-or-id>` or `team:<slug-or-id>`)
+/// and a queue name. A half the caller's format left out is `None`.
+pub(crate) struct TargetText<'a> {
+    pub scope: Option<&'a str>,
+    pub queue: Option<&'a str>,
+}
+
+/// A webhook just registered: what its owner is shown, the secret this once only.
+pub(crate) struct Registered {
+    pub id: String,
+    pub name: String,
+    pub secret: String,
+    pub targets: Vec<QueueIdentity>,
+}
+
+/// Registers a webhook owned by `human`, fanning out to `targets`: the one rule of the operator
+/// API and the board. The name is 1-[`WEBHOOK_NAME_LENGTH_MAX`] characters once trimmed; there
+/// are 1-[`TARGETS_MAX`] targets, each a scope the human manages (any other is the same
+/// `not_found` as an unknown one) and a valid queue name; repeated targets count once.
+///
+/// Refusals name the field as the API writes it: `name`, `targets`, `targets[i].scope`,
+/// `targets[i].queue`. An `Err` item is a target the caller's format could not read at all,
+/// refused in its turn.
+pub(crate) async fn register<S: Store>(
+    store: &S,
+    human: &HumanScope,
+    name: &str,
+    targets: Vec<Result<TargetText<'_>>>,
+) -> Result<Registered> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > WEBHOOK_NAME_LENGTH_MAX {
+        return Err(Error::invalid("name", format!("name must be 1-{WEBHOOK_NAME_LENGTH_MAX} characters")));
     }
-    let Some(targets) =
-        body.get("targets").and_then(Value::as_array).filter(|t| !t.is_empty() && t.len() <= TARGETS_MAX)
-    else {
-        return Err(
-            Error::invalid("targets", format!("targets must list 1-{TARGETS_MAX} {{scope, queue}} objects")).into()
-        );
-    };
+    if targets.is_empty() || targets.len() > TARGETS_MAX {
+        return Err(Error::invalid(
+            "targets",
+            format!("targets must list 1-{TARGETS_MAX} targets, each a scope and a queue"),
+        ));
+    }
     let mut identities: Vec<QueueIdentity> = Vec::new();
-    for (i, target) in targets.iter().enumerate() {
+    for (i, target) in targets.into_iter().enumerate() {
+        let target = target?;
         let field = format!("targets[{i}]");
-        let target = Args::object(target, &field)?;
-        let required = |key: &str| {
-            target
-                .opt_str(key)
-                .ok()
-                .flatten()
+        let required = |key: &str, value: Option<&str>| -> Result<String> {
+            value
+                .map(str::to_string)
                 .ok_or_else(|| Error::invalid(&format!("{field}.{key}"), format!("{key} is required")))
         };
-        let scope = ScopeRef::parse(&format!("{field}.scope"), required("scope")?)?;
-        let queue = required("queue")?;
-        validate_queue_name(&format!("{field}.queue"), queue)?;
-        let owner = state.store.resolve_scope(&human.manages, &scope).await?;
-        let identity = QueueIdentity { owner, queue: queue.to_string() };
+        let scope = ScopeRef::parse(&format!("{field}.scope"), &required("scope", target.scope)?)?;
+        let queue = required("queue", target.queue)?;
+        validate_queue_name(&format!("{field}.queue"), &queue)?;
+        let owner = store.resolve_scope(&human.manages, &scope).await?;
+        let identity = QueueIdentity { owner, queue };
         if !identities.contains(&identity) {
             identities.push(identity);
         }
     }
     let secret = new_secret();
-    let id = state.store.create_webhook(&human.human.id, name, &secret, &identities).await?;
+    let id = store.create_webhook(&human.human.id, name, &secret, &identities).await?;
     tracing::info!(webhook = %id, human = %human.human.id, targets = identities.len(), "webhook registered");
-    let ingest_url = state.public_url.absolute(&headers, &format!("/ingest/{id}"));
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(json!({
-            "id": id,
-            "name": name,
-            "ingest_url": ingest_url,
-            "secret": secret,
-            "targets": identities.iter().map(|t| json!({ "scope": scope_string(t), "queue": t.queue })).collect::<Vec<_>>(),
-        })),
-    )
-        .into_response())
+    Ok(Registered { id, name: name.to_string(), secret, targets: identities })
 }
 
 /// `POST /ingest/{webhook_id}`: verify, dedup on the delivery id, fan out. `202 {todos, deduped}`.
