@@ -4,8 +4,8 @@
 //!
 //! What it owns: sign-in and sessions (`signin`, `sessions`), the pages (`pages`, `policy`,
 //! `settings`, the endpoints and their credentials `endpoints`, the vend wizard
-//! `vend_wizard`, the webhooks and their signing secrets `webhooks`), the owner's POST
-//! actions (`actions`), the live
+//! `vend_wizard`, the webhooks and their signing secrets `webhooks`, the operator tokens
+//! `tokens`), the owner's POST actions (`actions`), the live
 //! header stream (`events`) and its own CSS and script (`assets`). What it must never do: decide admission, capacity or tenancy
 //! itself. Every number shown and every refusal comes from the store; anything the viewer may
 //! not see is the same 404 as something that does not exist.
@@ -24,6 +24,7 @@ pub mod sessions;
 mod settings;
 mod signin;
 mod snapshot;
+mod tokens;
 mod usage;
 mod vend_wizard;
 mod view;
@@ -76,6 +77,9 @@ pub fn router(state: Board, shutdown: tokio::sync::watch::Receiver<bool>) -> Rou
         .route("/webhooks/new", get(webhooks::new_form).post(webhooks::create))
         .route("/webhooks/{id}/rotate", post(webhooks::rotate))
         .route("/webhooks/{id}/delete", get(webhooks::delete_confirm).post(webhooks::delete))
+        .route("/tokens", get(tokens::list))
+        .route("/tokens/new", post(tokens::mint))
+        .route("/tokens/{id}/revoke", post(tokens::revoke))
         .route("/settings/capacity", get(settings::show).post(settings::save))
         .layer(axum::Extension(events::Shutdown(shutdown)))
         .layer(DefaultBodyLimit::max(FORM_LIMIT_BYTES))
