@@ -4,8 +4,9 @@
 //! states that change what a page shows: a queue with no budget, an exhausted one whose work
 //! waits, claimed and finished work, a policy editor showing a field error, the confirmation
 //! pages, the audit history, the capacity settings of an admin and of a non-admin, the error
-//! page, the sign-in pages, the endpoint pages, every step of the vend wizard and the budget
-//! preview; the exhausted queue's page carries its usage charts.
+//! page, the sign-in pages, the endpoint pages, every step of the vend wizard, the budget
+//! preview, and the webhook and operator token pages; the exhausted queue's page carries its
+//! usage charts.
 //!
 //! axe-core is installed from the npm registry at set-up into `target/axe-core/` (never
 //! committed) and injected into each page through WebDriver. Each scanned page is also saved
@@ -74,6 +75,7 @@ struct Fixture {
     server: Server,
     db_url: String,
     scope: String,
+    webhook_id: String,
     pending_id: String,
     claimed_id: String,
     _db: engine::testing::TestDatabase,
@@ -118,10 +120,14 @@ async fn fixture() -> Fixture {
     assert!(!failed, "{done}");
     let (failed, second) = api.tool(&slug, &key, "claim", json!({"id": ids[1]})).await;
     assert!(!failed, "{second}");
+    let targets = json!([{"scope": scope, "queue": "inbox"}]);
+    let (status, webhook) = api.post("/api/v1/webhooks", &ada, json!({"name": "ci", "targets": targets})).await;
+    assert_eq!(status, 201, "{webhook}");
     Fixture {
         server,
         db_url: db.url.clone(),
         scope,
+        webhook_id: webhook["id"].as_str().expect("webhook id").to_string(),
         pending_id: ids[2].clone(),
         claimed_id: ids[1].clone(),
         _db: db,
@@ -218,6 +224,33 @@ async fn show_the_budget_preview(browser: &Browser, world: &Fixture, budget_path
     browser.wait_for_element("#preview-deferred").await;
 }
 
+/// The webhook and token forms (issue #29) showing a field error, and the pages that show a
+/// secret once (with their copy buttons, JavaScript being on).
+async fn scan_the_secret_forms(scan: &mut Scan<'_>, browser: &Browser, scope: &str) {
+    browser.goto(&scan.server.url("/webhooks/new")).await;
+    let submit = "document.querySelector('main form button[type=submit]').click(); return true;";
+    browser
+        .execute(
+            &format!("document.getElementById('name').value = 'scanner'; document.getElementById('targets').value = 'nowhere'; {submit}"),
+            vec![],
+        )
+        .await;
+    browser.wait_for_element("#targets-error").await;
+    scan.check(browser, "webhook-new-error", "webhook-new-error".to_string()).await;
+    browser.execute(&format!("document.getElementById('targets').value = '{scope}/inbox'; {submit}"), vec![]).await;
+    browser.wait_for_element("#secret").await;
+    scan.check(browser, "webhook-secret", "webhook-secret".to_string()).await;
+    browser.goto(&scan.server.url("/tokens")).await;
+    let mint = "document.querySelector('form[action=\"/tokens/new\"] button').click(); return true;";
+    browser.execute(&format!("document.getElementById('expires_in_days').value = 'soon'; {mint}"), vec![]).await;
+    browser.wait_for_element("#expires_in_days-error").await;
+    scan.check(browser, "tokens-error", "tokens-error".to_string()).await;
+    browser.execute(&format!("document.getElementById('expires_in_days').value = ''; {mint}"), vec![]).await;
+    browser.wait_for_element("#token").await;
+    scan.check(browser, "token-once", "token-once".to_string()).await;
+    scan.scanned += 4;
+}
+
 /// The scan itself must see violations: an image without text and a button without a name,
 /// added to a page, are reported, so a silent scan means a clean page, not a dead scan.
 async fn assert_the_scan_sees_a_planted_violation(browser: &Browser, world: &Fixture, axe: &str) {
@@ -269,6 +302,10 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
         ("endpoints", "/endpoints".to_string()),
         ("endpoint", format!("/endpoints/{endpoint}")),
         ("endpoint-delete", format!("/endpoints/{endpoint}/delete")),
+        ("webhooks", "/webhooks".to_string()),
+        ("webhook-new", "/webhooks/new".to_string()),
+        ("webhook-delete", format!("/webhooks/{}/delete", world.webhook_id)),
+        ("tokens", "/tokens".to_string()),
         ("not-found", queue("nowhere", "")),
     ];
     for (name, path) in &pages {
@@ -283,6 +320,7 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     show_the_budget_preview(&browser, &world, &queue("metered", "/budget")).await;
     scan.check(&browser, "policy-preview", "policy-preview".to_string()).await;
     scan.scanned += 1;
+    scan_the_secret_forms(&mut scan, &browser, &world.scope).await;
     browser.close().await;
 
     // A human who may read but not change the capacity setting sees another form of the page.
@@ -296,7 +334,7 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     member.close().await;
 
     let Scan { scanned, failures, .. } = scan;
-    assert!(scanned >= pages.len() + 9, "scanned only {scanned} pages");
+    assert!(scanned >= pages.len() + 13, "scanned only {scanned} pages");
     assert!(failures.is_empty(), "axe-core found WCAG 2.1 AA violations:\n{}", failures.join("\n"));
     let shots: Vec<PathBuf> = std::fs::read_dir(screenshot_dir())
         .expect("screenshot dir")
