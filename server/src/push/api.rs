@@ -17,6 +17,7 @@ use models::error::Result;
 use models::presence::{self, Presence, Shift};
 use models::push::NotifyHook;
 use models::store::{OverrideBy, PresenceView, Store};
+use reqwest::Url;
 use serde_json::{Value, json};
 
 /// `{presence, source, until, shift, pending}` (SPEC-0022's `presence` answer).
@@ -64,7 +65,7 @@ pub async fn show_presence<S: Store>(
     State(state): State<AppState<S>>,
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
-    Ok(axum::Json(presence_json(&state.store.presence(&endpoint).await?)).into_response())
+    Ok(axum::Json(presence_json(&presence_of(&state.store, &endpoint).await?)).into_response())
 }
 
 pub async fn put_presence<S: Store>(
@@ -76,9 +77,7 @@ pub async fn put_presence<S: Store>(
     let args = Args::object(&body, "body")?;
     args.only(&["presence", "for_seconds"])?;
     let presence: Presence = args.str("presence")?.parse()?;
-    let view = set_presence_from(&state.store, &endpoint, presence, args.opt_i64("for_seconds")?, OverrideBy::Operator)
-        .await?;
-    deliver_digest(&state);
+    let view = set_operator_presence(&state, &endpoint, presence, args.opt_i64("for_seconds")?).await?;
     Ok(axum::Json(presence_json(&view)).into_response())
 }
 
@@ -86,8 +85,7 @@ pub async fn clear_presence<S: Store>(
     State(state): State<AppState<S>>,
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
-    let view = state.store.set_presence_override(&endpoint, None, OverrideBy::Operator).await?;
-    deliver_digest(&state);
+    let view = clear_operator_presence(&state, &endpoint).await?;
     Ok(axum::Json(presence_json(&view)).into_response())
 }
 
@@ -99,23 +97,15 @@ pub async fn put_shift<S: Store>(
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["shift"])?;
-    let shift = args.opt_str("shift")?.map(Shift::parse).transpose()?;
-    let view = state.store.set_shift(&endpoint, shift).await?;
-    deliver_digest(&state);
+    let view = set_shift(&state, &endpoint, args.opt_str("shift")?).await?;
     Ok(axum::Json(presence_json(&view)).into_response())
-}
-
-/// A presence change may have rung a digest on another replica's stream or this one's; the
-/// sweep delivers it here at once rather than at its next tick.
-fn deliver_digest<S: Store>(state: &AppState<S>) {
-    state.push.capacity_changed();
 }
 
 pub async fn list_hooks<S: Store>(
     State(state): State<AppState<S>>,
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
-    let hooks = state.store.list_hooks(&endpoint).await?;
+    let hooks = hooks_of(&state.store, &endpoint).await?;
     Ok(axum::Json(json!({ "hooks": hooks.iter().map(hook_json).collect::<Vec<_>>() })).into_response())
 }
 
@@ -129,13 +119,9 @@ pub async fn add_hook<S: Store>(
     let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["url", "ignore_presence"])?;
-    let url = hook_sender::check_url(args.str("url")?)?;
-    hook_sender::resolve_checked(&url, state.hook_addresses).await?;
-    let secret = new_hook_secret();
-    let hook = state
-        .store
-        .add_hook(&endpoint, url.as_str(), &secret, args.opt_bool("ignore_presence")?.unwrap_or(false))
-        .await?;
+    let url = checked_hook_url(&state, args.str("url")?).await?;
+    let (hook, secret) =
+        add_checked_hook(&state.store, &endpoint, &url, args.opt_bool("ignore_presence")?.unwrap_or(false)).await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "hook": hook_json(&hook), "secret": secret }))).into_response())
 }
 
@@ -144,7 +130,7 @@ pub async fn remove_hook<S: Store>(
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     Path((_, hook_id)): Path<(String, String)>,
 ) -> ApiResult {
-    state.store.remove_hook(&endpoint, &hook_id).await?;
+    remove_hook_of(&state.store, &endpoint, &hook_id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -155,18 +141,109 @@ pub async fn test_hook<S: Store>(
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     Path((_, hook_id)): Path<(String, String)>,
 ) -> ApiResult {
-    let (hook, secret) = state.store.hook_for_test(&endpoint, &hook_id).await?;
-    let body = json!({ "type": "hook.test", "hook_id": hook.id, "endpoint": endpoint });
-    let msg_id = format!("msg_test_{}", chrono::Utc::now().timestamp_micros());
-    let outcome =
-        hook_sender::send(&hook.url, &secret, &msg_id, chrono::Utc::now().timestamp(), &body, state.hook_addresses)
-            .await;
+    let (_, outcome) = test_call(&state, &endpoint, &hook_id).await?;
     let answer = match outcome {
         hook_sender::Outcome::Delivered { status } => json!({ "outcome": "delivered", "status": status }),
         hook_sender::Outcome::Failed { reason } => json!({ "outcome": "failed", "reason": reason }),
         hook_sender::Outcome::Refused { reason } => json!({ "outcome": "refused", "reason": reason }),
     };
     Ok(axum::Json(answer).into_response())
+}
+
+// What each handler above does, for an endpoint the caller has already checked the human manages
+// (`crate::extract::managed_endpoint`): shared with the board's endpoint page
+// (`crate::board::endpoint_push`), so a value one refuses the other refuses too, with the same
+// field and words.
+
+/// The endpoint's presence, shift and waiting work (`GET …/presence`).
+pub(crate) async fn presence_of<S: Store>(store: &S, endpoint_id: &str) -> Result<PresenceView> {
+    store.presence(endpoint_id).await
+}
+
+/// The owner sets presence (`PUT …/presence`): in for `for_seconds` (clock-in rules; `for` is
+/// the field refused) or out until the shift's next boundary; a digest may be due at once.
+pub(crate) async fn set_operator_presence<S: Store>(
+    state: &AppState<S>,
+    endpoint_id: &str,
+    presence: Presence,
+    for_seconds: Option<i64>,
+) -> Result<PresenceView> {
+    let view = set_presence_from(&state.store, endpoint_id, presence, for_seconds, OverrideBy::Operator).await?;
+    deliver_digest(state);
+    Ok(view)
+}
+
+/// The owner clears the override (`DELETE …/presence`): the shift, or the default, decides again.
+pub(crate) async fn clear_operator_presence<S: Store>(state: &AppState<S>, endpoint_id: &str) -> Result<PresenceView> {
+    let view = state.store.set_presence_override(endpoint_id, None, OverrideBy::Operator).await?;
+    deliver_digest(state);
+    Ok(view)
+}
+
+/// Sets the shift from its text (`PUT …/shift`), or removes it for `None`. Text that
+/// [`Shift::parse`] refuses is `invalid_argument` on field `shift`, and nothing changes.
+pub(crate) async fn set_shift<S: Store>(
+    state: &AppState<S>,
+    endpoint_id: &str,
+    text: Option<&str>,
+) -> Result<PresenceView> {
+    let shift = text.map(Shift::parse).transpose()?;
+    let view = state.store.set_shift(endpoint_id, shift).await?;
+    deliver_digest(state);
+    Ok(view)
+}
+
+/// A presence change may have rung a digest on another replica's stream or this one's; the
+/// sweep delivers it here at once rather than at its next tick.
+fn deliver_digest<S: Store>(state: &AppState<S>) {
+    state.push.capacity_changed();
+}
+
+/// The endpoint's notify hooks (`GET …/hooks`), never with their secrets.
+pub(crate) async fn hooks_of<S: Store>(store: &S, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+    store.list_hooks(endpoint_id).await
+}
+
+/// A hook URL as `POST …/hooks` accepts it: its syntax, then every address its host resolves
+/// to (the SSRF guard). Refusals are `invalid_argument` on field `url`.
+pub(crate) async fn checked_hook_url<S: Store>(state: &AppState<S>, url: &str) -> Result<Url> {
+    let url = hook_sender::check_url(url)?;
+    hook_sender::resolve_checked(&url, state.hook_addresses).await?;
+    Ok(url)
+}
+
+/// Adds a hook at a URL [`checked_hook_url`] passed, with a new signing secret: the hook and the
+/// secret, which is never shown again. `conflict` past the endpoint's hook limit.
+pub(crate) async fn add_checked_hook<S: Store>(
+    store: &S,
+    endpoint_id: &str,
+    url: &Url,
+    ignore_presence: bool,
+) -> Result<(NotifyHook, String)> {
+    let secret = new_hook_secret();
+    let hook = store.add_hook(endpoint_id, url.as_str(), &secret, ignore_presence).await?;
+    Ok((hook, secret))
+}
+
+/// Removes one of the endpoint's hooks; any other hook id is `not_found`.
+pub(crate) async fn remove_hook_of<S: Store>(store: &S, endpoint_id: &str, hook_id: &str) -> Result<()> {
+    store.remove_hook(endpoint_id, hook_id).await
+}
+
+/// One signed test call to one of the endpoint's hooks, now (not queued, not counted toward
+/// disabling it): the hook called and what came of it. Any other hook id is `not_found`.
+pub(crate) async fn test_call<S: Store>(
+    state: &AppState<S>,
+    endpoint_id: &str,
+    hook_id: &str,
+) -> Result<(NotifyHook, hook_sender::Outcome)> {
+    let (hook, secret) = state.store.hook_for_test(endpoint_id, hook_id).await?;
+    let body = json!({ "type": "hook.test", "hook_id": hook.id, "endpoint": endpoint_id });
+    let msg_id = format!("msg_test_{}", chrono::Utc::now().timestamp_micros());
+    let outcome =
+        hook_sender::send(&hook.url, &secret, &msg_id, chrono::Utc::now().timestamp(), &body, state.hook_addresses)
+            .await;
+    Ok((hook, outcome))
 }
 
 /// A Standard Webhooks secret: `whsec_` and 32 random bytes in base64.
