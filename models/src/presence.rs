@@ -34,7 +34,8 @@ pub const CLOCK_IN_MIN_SECONDS: i64 = 60;
 /// Longest `clock_in` a caller may ask for.
 pub const CLOCK_IN_MAX_SECONDS: i64 = 8 * 3600;
 
-const SHIFT_EXAMPLE: &str = "TZ=America/Los_Angeles Mon-Fri 09:00-17:00";
+/// A shift as it is written, for refusals and for the hints that show the syntax.
+pub const SHIFT_EXAMPLE: &str = "TZ=America/Los_Angeles Mon-Fri 09:00-17:00";
 /// The only day spellings accepted, indexed by days from Monday (the bit in `days_mask`).
 const DAY_NAMES: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 const DAYS_PER_WEEK: u32 = 7;

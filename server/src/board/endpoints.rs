@@ -5,8 +5,9 @@
 //! The same store calls and the same rules as the operator API (`credentials_api`,
 //! `intake_api::delete_endpoint`): only an endpoint the viewer manages can be changed, and any
 //! other is the same 404 as one that does not exist. A new token is shown once, on a page that
-//! is not cached.
+//! is not cached. Presence, shift and notify hooks on the same page are `endpoint_push`'s.
 
+use super::endpoint_push::PushPanel;
 use super::signin::{CsrfForm, Viewer, require};
 use super::snapshot;
 use super::view::{Names, QueueRef};
@@ -40,10 +41,14 @@ pub(super) struct TokenPage {
 impl TokenPage {
     /// The page as a response: `status`, and never stored by a cache or the back button.
     pub fn once(self, status: StatusCode) -> Response {
-        let mut response = (status, self).into_response();
-        response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        response
+        never_stored((status, self).into_response())
     }
+}
+
+/// `response` with `Cache-Control: no-store`, for a page that shows a secret once.
+pub(super) fn never_stored(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// The board path of endpoint `id`.
@@ -75,7 +80,7 @@ struct VerbLine {
 
 #[derive(Template, WebTemplate)]
 #[template(path = "endpoint.html")]
-struct DetailPage {
+pub(super) struct DetailPage {
     nav: Option<Nav>,
     csrf: String,
     id: String,
@@ -87,6 +92,8 @@ struct DetailPage {
     manages: bool,
     queues: Vec<QueueRef>,
     verbs: Vec<VerbLine>,
+    /// Presence, shift and hooks, for a viewer who manages the endpoint.
+    pub(super) push: Option<PushPanel>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -127,7 +134,7 @@ pub async fn list(State(state): State<Board>, headers: HeaderMap) -> PageResult 
 }
 
 /// The endpoint `reference` names among those the viewer sees; else `not_found`.
-async fn visible(state: &Board, viewer: &Viewer, reference: &str) -> Result<Endpoint, PageError> {
+pub(super) async fn visible(state: &Board, viewer: &Viewer, reference: &str) -> Result<Endpoint, PageError> {
     let endpoints = state.store.list_endpoints(&viewer.scope).await?;
     let found = endpoints.into_iter().find(|e| e.id == reference || e.slug == reference);
     found.ok_or_else(|| PageError::from(Error::not_found()))
@@ -136,9 +143,21 @@ async fn visible(state: &Board, viewer: &Viewer, reference: &str) -> Result<Endp
 /// `GET /endpoints/{reference}`: queues, grant, token state and, for a manager, the actions.
 pub async fn show(State(state): State<Board>, headers: HeaderMap, Path(reference): Path<String>) -> PageResult {
     let viewer = require(&state, &headers).await?;
-    let endpoint = visible(&state, &viewer, &reference).await?;
+    Ok(detail(&state, &viewer, &headers, &reference).await?.into_response())
+}
+
+/// The endpoint page of `reference` as the viewer sees it now; a refused push form shows it
+/// again with its errors.
+pub(super) async fn detail(
+    state: &Board,
+    viewer: &Viewer,
+    headers: &HeaderMap,
+    reference: &str,
+) -> Result<DetailPage, PageError> {
+    let endpoint = visible(state, viewer, reference).await?;
     let names = snapshot::names(&state.store, &viewer.scope).await?;
     let manages = managed_endpoint(&state.store, &viewer.scope, endpoint.id.clone()).await.is_ok();
+    let push = if manages { Some(PushPanel::load(state, &endpoint.id).await?) } else { None };
     let verbs = endpoint
         .verbs
         .iter()
@@ -147,21 +166,22 @@ pub async fn show(State(state): State<Board>, headers: HeaderMap, Path(reference
     Ok(DetailPage {
         nav: Some(viewer.nav()),
         csrf: viewer.session.csrf_token.clone(),
-        owner: owner_words(&endpoint, &viewer, &names),
-        mcp_url: state.public_url.absolute(&headers, &format!("/mcp/{}", endpoint.slug)),
+        owner: owner_words(&endpoint, viewer, &names),
+        mcp_url: state.public_url.absolute(headers, &format!("/mcp/{}", endpoint.slug)),
         href: endpoint_href(&endpoint.id),
         queues: endpoint.queues.iter().map(|q| QueueRef::new(q, &names)).collect(),
         verbs,
         revoked: endpoint.revoked,
         manages,
+        push,
         id: endpoint.id,
         name: endpoint.name,
-    }
-    .into_response())
+    })
 }
 
-/// The signed-in viewer and the id of the endpoint they manage, for a state-changing form.
-async fn managing(
+/// The signed-in viewer and the id of the endpoint they manage, for a state-changing form: a
+/// forged form is 403, and an endpoint they do not manage the same 404 as an unknown one.
+pub(super) async fn managing(
     state: &Board,
     headers: &HeaderMap,
     reference: String,

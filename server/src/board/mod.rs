@@ -3,11 +3,12 @@
 //! in with a browser session.
 //!
 //! What it owns: sign-in and sessions (`signin`, `sessions`), the pages (`pages`, `policy`,
-//! `settings`, the endpoints and their credentials `endpoints`, the vend wizard
-//! `vend_wizard`, the webhooks and their signing secrets `webhooks`, the operator tokens
-//! `tokens`), the owner's POST actions (`actions`), the live
-//! header stream (`events`) and its own CSS and script (`assets`). What it must never do: decide admission, capacity or tenancy
-//! itself. Every number shown and every refusal comes from the store; anything the viewer may
+//! `settings`, the endpoints and their credentials `endpoints`, their presence, shift and
+//! notify hooks `endpoint_push`, the vend wizard `vend_wizard`, the webhooks and their signing
+//! secrets `webhooks`, the operator tokens `tokens`), the owner's POST actions (`actions`), the
+//! live header stream (`events`) and its own CSS and script (`assets`). What it must never do:
+//! decide admission, capacity or tenancy itself. Every number shown and every refusal comes from
+//! the store; anything the viewer may
 //! not see is the same 404 as something that does not exist.
 //!
 //! Pages work with JavaScript off (plain links and POST forms, 303 redirects to fixed paths);
@@ -16,6 +17,7 @@
 
 mod actions;
 mod assets;
+mod endpoint_push;
 mod endpoints;
 mod events;
 mod pages;
@@ -80,6 +82,12 @@ pub fn router(state: Board, shutdown: tokio::sync::watch::Receiver<bool>) -> Rou
         .route("/tokens", get(tokens::list))
         .route("/tokens/new", post(tokens::mint))
         .route("/tokens/{id}/revoke", post(tokens::revoke))
+        .route("/endpoints/{reference}/presence", post(endpoint_push::set_presence))
+        .route("/endpoints/{reference}/presence/clear", post(endpoint_push::clear_presence))
+        .route("/endpoints/{reference}/shift", post(endpoint_push::set_shift))
+        .route("/endpoints/{reference}/hooks", post(endpoint_push::add_hook))
+        .route("/endpoints/{reference}/hooks/{hook_id}/test", post(endpoint_push::test_hook))
+        .route("/endpoints/{reference}/hooks/{hook_id}/remove", post(endpoint_push::remove_hook))
         .route("/settings/capacity", get(settings::show).post(settings::save))
         .layer(axum::Extension(events::Shutdown(shutdown)))
         .layer(DefaultBodyLimit::max(FORM_LIMIT_BYTES))
