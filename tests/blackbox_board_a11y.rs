@@ -4,9 +4,10 @@
 //! states that change what a page shows: a queue with no budget, an exhausted one whose work
 //! waits, claimed and finished work, a policy editor showing a field error, the confirmation
 //! pages, the audit history, the capacity settings of an admin and of a non-admin, the error
-//! page, the sign-in pages, the endpoint pages, every step of the vend wizard, the budget
-//! preview, and the webhook and operator token pages; the exhausted queue's page carries its
-//! usage charts.
+//! page, the sign-in pages, the endpoint pages (with a shift, a presence override and a notify
+//! hook shown; a refused shift; a hook's secret shown once; a hook's test outcome), every step of
+//! the vend wizard, the budget preview, and the webhook and operator token pages; the exhausted
+//! queue's page carries its usage charts.
 //!
 //! axe-core is installed from the npm registry at set-up into `target/axe-core/` (never
 //! committed) and injected into each page through WebDriver. Each scanned page is also saved
@@ -85,7 +86,9 @@ struct Fixture {
 async fn fixture() -> Fixture {
     let db = engine::testing::empty_database().await;
     let dir = data_dir();
-    let server = Server::start(&["--database-url", &db.url], &[], dir.path());
+    // Hooks may name loopback, so the fixture's hook (to a closed port) is accepted.
+    let env = [("SWITCHBOARD_HOOKS_ALLOW_PRIVATE", "1")];
+    let server = Server::start(&["--database-url", &db.url], &env, dir.path());
     let (code, stdout, stderr) = run(&["admin", "human", "add", "ada", "--admin", "--database-url", &db.url], &[]);
     assert_eq!(code, 0, "admin human add --admin: {stderr}");
     let ada: Value = serde_json::from_str(stdout.trim()).expect("json");
@@ -123,6 +126,24 @@ async fn fixture() -> Fixture {
     let targets = json!([{"scope": scope, "queue": "inbox"}]);
     let (status, webhook) = api.post("/api/v1/webhooks", &ada, json!({"name": "ci", "targets": targets})).await;
     assert_eq!(status, 201, "{webhook}");
+    // The endpoint page's presence and hooks part shows a shift, an override and a hook.
+    let (status, body) =
+        api.post(&format!("/api/v1/endpoints/{slug}/hooks"), &ada, json!({"url": CLOSED_HOOK_URL})).await;
+    assert_eq!(status, 201, "{body}");
+    let http = reqwest::Client::new();
+    for (path, body) in [
+        ("shift", json!({"shift": "TZ=America/Los_Angeles Mon-Fri 09:00-17:00"})),
+        ("presence", json!({"presence": "out"})),
+    ] {
+        let answer = http
+            .put(server.url(&format!("/api/v1/endpoints/{slug}/{path}")))
+            .bearer_auth(&ada)
+            .json(&body)
+            .send()
+            .await
+            .expect("PUT");
+        assert_eq!(answer.status().as_u16(), 200, "PUT {path}");
+    }
     Fixture {
         server,
         db_url: db.url.clone(),
@@ -133,6 +154,38 @@ async fn fixture() -> Fixture {
         _db: db,
         _dir: dir,
     }
+}
+
+/// A hook URL nothing listens on: its test call fails at once, which the page then shows.
+const CLOSED_HOOK_URL: &str = "http://127.0.0.1:9/hook";
+
+/// The endpoint page's push states (issue #29) that only a form brings about: a refused shift
+/// at its field, a new hook's secret shown once, and a hook's test outcome.
+async fn scan_the_endpoint_push_states(scan: &mut Scan<'_>, browser: &Browser, endpoint_path: &str) {
+    browser.goto(&scan.server.url(endpoint_path)).await;
+    browser
+        .execute(
+            "const f = document.getElementById('shift'); f.value = 'TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00';             f.form.submit(); return true;",
+            vec![],
+        )
+        .await;
+    browser.wait_for_element("#shift-error").await;
+    scan.check(browser, "endpoint-shift-error", "endpoint-shift-error".to_string()).await;
+    browser
+        .execute(
+            &format!(
+                "const f = document.getElementById('hook-url'); f.value = '{CLOSED_HOOK_URL}?second';                 f.form.submit(); return true;"
+            ),
+            vec![],
+        )
+        .await;
+    browser.wait_for_element("#secret").await;
+    scan.check(browser, "endpoint-hook-secret", "endpoint-hook-secret".to_string()).await;
+    browser.goto(&scan.server.url(endpoint_path)).await;
+    browser.execute("document.querySelector(\"form[action$='/test'] button\").click(); return true;", vec![]).await;
+    browser.wait_for_element("#hook-test-outcome").await;
+    scan.check(browser, "endpoint-hook-tested", "endpoint-hook-tested".to_string()).await;
+    scan.scanned += 3;
 }
 
 /// The scan's findings: the violations of every page, and how many pages the owner's scan saw.
@@ -317,6 +370,7 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     scan.check(&browser, "policy-editor-error", "policy-editor-error".to_string()).await;
     scan.scanned += 1;
     scan_the_vend_wizard(&mut scan, &browser).await;
+    scan_the_endpoint_push_states(&mut scan, &browser, &format!("/endpoints/{endpoint}")).await;
     show_the_budget_preview(&browser, &world, &queue("metered", "/budget")).await;
     scan.check(&browser, "policy-preview", "policy-preview".to_string()).await;
     scan.scanned += 1;
@@ -334,7 +388,7 @@ async fn req11_every_board_page_passes_axe_core_at_wcag_21_aa() {
     member.close().await;
 
     let Scan { scanned, failures, .. } = scan;
-    assert!(scanned >= pages.len() + 13, "scanned only {scanned} pages");
+    assert!(scanned >= pages.len() + 16, "scanned only {scanned} pages");
     assert!(failures.is_empty(), "axe-core found WCAG 2.1 AA violations:\n{}", failures.join("\n"));
     let shots: Vec<PathBuf> = std::fs::read_dir(screenshot_dir())
         .expect("screenshot dir")

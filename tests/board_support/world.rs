@@ -36,11 +36,16 @@ pub struct Ep {
 
 impl World {
     pub async fn start(replicas: usize) -> World {
+        World::start_with(replicas, &[]).await
+    }
+
+    /// `replicas` servers with `env` set on each (e.g. `SWITCHBOARD_HOOKS_ALLOW_PRIVATE`).
+    pub async fn start_with(replicas: usize, env: &[(&str, &str)]) -> World {
         let db = engine::testing::empty_database().await;
         let mut servers = Vec::new();
         for _ in 0..replicas {
             let dir = data_dir();
-            let server = Server::start(&["--database-url", &db.url], &[], dir.path());
+            let server = Server::start(&["--database-url", &db.url], env, dir.path());
             servers.push((server, dir));
         }
         let api = Client::new(&servers[0].0.base);
