@@ -8,8 +8,7 @@
 //! secrets `webhooks`, the operator tokens `tokens`), the owner's POST actions (`actions`), the
 //! live header stream (`events`) and its own CSS and script (`assets`). What it must never do:
 //! decide admission, capacity or tenancy itself. Every number shown and every refusal comes from
-//! the store; anything the viewer may
-//! not see is the same 404 as something that does not exist.
+//! the store; anything the viewer may not see is the same 404 as something that does not exist.
 //!
 //! Pages work with JavaScript off (plain links and POST forms, 303 redirects to fixed paths);
 //! the script only localises times and swaps in live header fragments. The board exists only
