@@ -355,3 +355,30 @@ async fn another_humans_endpoint_push_forms_are_the_same_404_and_forged_forms_ch
     assert_eq!(hooks(&world, &world.owner, &mine).await, my_hooks, "a forged form changed my hooks");
     assert!(receiver.hits().is_empty(), "a forged test called my hook: {:?}", receiver.hits());
 }
+
+// Issue #29: the endpoint page lists its agent's MCP sessions, last seen first: none before an
+// agent connects, then the session its `initialize` opened, with no stream open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_page_lists_its_last_seen_mcp_sessions() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["inbox"]).await;
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::Off, 0).await;
+    let page = format!("/endpoints/{}", ep.id);
+    browser.goto(&world.url(&page)).await;
+    assert_eq!(browser.text("#sessions-none").await, "No agent has connected over MCP yet.");
+
+    let params =
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
+    let (status, answer) = world.api.rpc(&ep.slug, &ep.key, "initialize", params).await;
+    assert_eq!(status, 200, "{answer}");
+    browser.goto(&world.url(&page)).await;
+    let rows = browser
+        .execute(
+            "return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.cells[2].textContent.trim());",
+            vec![],
+        )
+        .await;
+    assert_eq!(rows, json!(["closed"]), "one session, its stream not open");
+    browser.close().await;
+}

@@ -2,10 +2,11 @@
 //! and how many are claimed, for an owner with hundreds of queues; one queue's todos a page at
 //! a time, by keyset, with exact counts per state. The operator API lists todos with a limit
 //! and no cursor (`list_todos`); these reads exist so a page of the board never stops at a
-//! fixed cap nor reads more rows than it shows.
+//! fixed cap nor reads more rows than it shows. Also an endpoint's MCP sessions, last seen
+//! first, which only the board shows.
 //!
 //! Each statement filters by the caller's owners (the reach the board passes, or one identity
-//! the board already resolved within it), through the tenant indexes.
+//! or endpoint the board already resolved within it), through the tenant indexes.
 
 use super::rows::{TodoRow, identity_of};
 use super::sql::LISTED_TODO_COLUMNS;
@@ -22,6 +23,16 @@ pub struct QueueCounts {
     pub identity: QueueIdentity,
     pub pending: i64,
     pub claimed: i64,
+}
+
+/// One MCP session of an endpoint as the board lists it: when it began, when it was last seen
+/// (its stream refreshes this while it lives), and whether a stream is open now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSeen {
+    pub id: String,
+    pub created_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub streaming: bool,
 }
 
 /// `(endpoint_id, team_id, queue, pending, claimed)` as `queue_counts` reads them.
@@ -89,6 +100,24 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         rows.into_iter().map(TodoRow::into_todo).collect()
+    }
+
+    /// The endpoint's `limit` most recently seen MCP sessions, newest first. The board's caller
+    /// has already checked that the viewer manages the endpoint.
+    pub async fn endpoint_sessions(&self, endpoint_id: &str, limit: i64) -> Result<Vec<SessionSeen>> {
+        let rows: Vec<(String, DateTime<Utc>, DateTime<Utc>, bool)> = sqlx::query_as(
+            "SELECT id, created_at, last_seen_at, stream_replica IS NOT NULL FROM mcp_sessions \
+             WHERE endpoint_id = $1 ORDER BY last_seen_at DESC, id LIMIT $2",
+        )
+        .bind(endpoint_id)
+        .bind(limit.clamp(1, 100))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, created_at, last_seen_at, streaming)| SessionSeen { id, created_at, last_seen_at, streaming })
+            .collect())
     }
 
     /// How many todos `identity` holds in each state, exactly (states with none are left out).

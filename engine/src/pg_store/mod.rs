@@ -60,7 +60,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use board_reads::{QueueCounts, TodoCursor};
+pub use board_reads::{QueueCounts, SessionSeen, TodoCursor};
 pub use principals::{BootstrapError, hash_token, new_token};
 pub use push::{PUSH_CHANNEL, ring_announcement};
 pub use removal::{HumanRemoval, MemberRemoval};

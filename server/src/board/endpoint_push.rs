@@ -42,6 +42,9 @@ const DURATIONS: [(i64, &str); 6] = [
     (28_800, "8 hours"),
 ];
 
+/// How many of an endpoint's MCP sessions its page lists, most recently seen first.
+const SESSIONS_SHOWN: i64 = 5;
+
 /// The endpoint page's presence and hooks part, for a viewer who manages the endpoint.
 pub(super) struct PushPanel {
     pub presence: &'static str,
@@ -57,6 +60,8 @@ pub(super) struct PushPanel {
     pub hooks: Vec<HookRow>,
     pub hooks_max: i64,
     pub tested: Option<Tested>,
+    /// The endpoint's most recently seen MCP sessions: `(began, last seen, streaming now)`.
+    pub sessions: Vec<(LocalTime, LocalTime, bool)>,
 }
 
 /// When the presence next changes: in the shift's zone when there is a shift, and as a time the
@@ -117,6 +122,7 @@ impl PushPanel {
     pub(super) async fn load(state: &Board, endpoint_id: &str) -> Result<PushPanel, Error> {
         let view = push_api::presence_of(&state.store, endpoint_id).await?;
         let hooks = push_api::hooks_of(&state.store, endpoint_id).await?;
+        let sessions = state.store.endpoint_sessions(endpoint_id, SESSIONS_SHOWN).await?;
         let effective = view.effective;
         let href = endpoint_href(endpoint_id);
         let mut panel = PushPanel {
@@ -146,6 +152,10 @@ impl PushPanel {
             hooks: hooks.iter().map(|hook| HookRow::new(hook, &href)).collect(),
             hooks_max: HOOKS_PER_ENDPOINT_MAX,
             tested: None,
+            sessions: sessions
+                .iter()
+                .map(|s| (LocalTime::new(s.created_at), LocalTime::new(s.last_seen_at), s.streaming))
+                .collect(),
         };
         panel.choose_duration();
         Ok(panel)
