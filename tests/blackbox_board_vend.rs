@@ -177,6 +177,7 @@ async fn req10_vend_wizard_for_a_team_shows_field_errors_and_the_opt_in_warning(
     browser.wait_for_element("#queues-error").await;
     assert_eq!(browser.text("#queues").await, "no spaces allowed", "the refused queue list was not kept");
     assert!(browser.text("#queues-error").await.contains("queue"), "the error must name the queue field");
+    assert_eq!(focused(&browser).await["id"], "queues", "a refused step must focus the field it names");
     browser.screenshot("vend-details-error").await;
 
     // A team queue, with the team as owner.
