@@ -103,3 +103,42 @@ async fn an_owner_vends_an_agent_budgets_it_with_the_preview_and_routes_a_webhoo
     browser.screenshot("journey-end").await;
     browser.close().await;
 }
+
+// Contract §6: the navigation links the owner's pages (board, endpoints with the vend wizard,
+// webhooks, tokens) from every page a signed-in owner opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_signed_in_page_links_the_owners_pages() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["inbox"]).await;
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::Off, 0).await;
+    let queue = format!("/queues/endpoint:{}/inbox", ep.id);
+    let pages = [
+        "/".to_string(),
+        "/endpoints".to_string(),
+        "/endpoints/new".to_string(),
+        format!("/endpoints/{}", ep.id),
+        "/webhooks".to_string(),
+        "/webhooks/new".to_string(),
+        "/tokens".to_string(),
+        "/settings/capacity".to_string(),
+        queue.clone(),
+        format!("{queue}/budget"),
+    ];
+    for page in &pages {
+        browser.goto(&world.url(page)).await;
+        let links = browser
+            .execute(
+                "return [...document.querySelectorAll('nav[aria-label=Main] a')].map(a => a.getAttribute('href'));",
+                vec![],
+            )
+            .await;
+        for wanted in ["/", "/endpoints", "/endpoints/new", "/webhooks", "/tokens"] {
+            assert!(
+                links.as_array().is_some_and(|l| l.iter().any(|h| h == wanted)),
+                "{page} has no link to {wanted}: {links}"
+            );
+        }
+    }
+    browser.close().await;
+}
