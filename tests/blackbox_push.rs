@@ -104,6 +104,20 @@ fn reopen_rings(events: &[Value]) -> Vec<&Value> {
     events.iter().filter(|e| e["params"]["meta"]["reason"] == "reopen").collect()
 }
 
+/// Waits for `events`' first reopen ring, then long enough for three more sweeps (one a second)
+/// to ring again, were they going to; requires exactly one and returns every event seen.
+async fn exactly_one_reopen_ring(events: &Events) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while reopen_rings(&events.all()).is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no reopen ring: {:?}", events.all());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = events.all();
+    assert_eq!(reopen_rings(&all).len(), 1, "{all:?}");
+    all
+}
+
 /// Waits until `events` holds a doorbell naming `todo_id`.
 async fn wait_for_todo(events: &Events, todo_id: &str) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -267,17 +281,8 @@ async fn req8_a_freed_in_flight_slot_rings_once() {
     world.wait_withheld(0, 1.0).await;
 
     world.tool(&agent, "complete", json!({"id": held})).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while reopen_rings(&events.all()).is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no reopen ring: {:?}", events.all());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Three more sweeps must add nothing.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let all = events.all();
-    let rings = reopen_rings(&all);
-    assert_eq!(rings.len(), 1, "{all:?}");
-    assert_eq!(rings[0]["params"]["meta"]["todo_id"], waiting.as_str());
+    let all = exactly_one_reopen_ring(&events).await;
+    assert_eq!(reopen_rings(&all)[0]["params"]["meta"]["todo_id"], waiting.as_str());
     assert!(!all.iter().any(|e| names_todo(e, &waiting) && e["params"]["meta"]["reason"] == "created"));
 }
 
@@ -293,14 +298,7 @@ async fn req8_a_removed_policy_rings_once() {
     let (status, body) =
         world.client.delete_json(&format!("/api/v1/admission/endpoint:{}/lane", agent.slug), &world.human).await;
     assert_eq!(status, 204, "{body}");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while reopen_rings(&events.all()).is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no reopen ring: {:?}", events.all());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let all = events.all();
-    assert_eq!(reopen_rings(&all).len(), 1, "{all:?}");
+    let all = exactly_one_reopen_ring(&events).await;
     assert_eq!(all.len(), 1, "nothing rang while paused: {all:?}");
     assert_eq!(all[0]["params"]["meta"]["todo_id"], waiting.as_str());
 }
@@ -314,14 +312,7 @@ async fn req8_a_raised_policy_rings_once() {
     let waiting = world.create(&agent, "lane", "paused").await;
     world.wait_withheld(0, 1.0).await;
     world.policy(&agent, "lane", in_flight(5)).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while reopen_rings(&events.all()).is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no reopen ring: {:?}", events.all());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let all = events.all();
-    assert_eq!(reopen_rings(&all).len(), 1, "{all:?}");
+    let all = exactly_one_reopen_ring(&events).await;
     assert_eq!(all.len(), 1, "nothing rang while paused: {all:?}");
     assert_eq!(all[0]["params"]["meta"]["todo_id"], waiting.as_str());
 }
@@ -338,17 +329,8 @@ async fn req8_lower_then_raise_with_no_claim_between_rings_exactly_once() {
     wait_for_todo(&events, &waiting).await;
     world.policy(&agent, "lane", in_flight(0)).await;
     world.policy(&agent, "lane", in_flight(5)).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while reopen_rings(&events.all()).is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no reopen ring: {:?}", events.all());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Long enough for further sweeps (one a second) to ring again, were they going to.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let all = events.all();
-    let reopens = reopen_rings(&all);
-    assert_eq!(reopens.len(), 1, "{all:?}");
-    assert_eq!(reopens[0]["params"]["meta"]["todo_id"], waiting.as_str());
+    let all = exactly_one_reopen_ring(&events).await;
+    assert_eq!(reopen_rings(&all)[0]["params"]["meta"]["todo_id"], waiting.as_str());
 }
 
 #[tokio::test]
