@@ -6,7 +6,7 @@
 //! actor, so the board can refuse nothing the API allows and allow nothing it refuses.
 
 use super::pages::visible_identity;
-use super::signin::{CsrfForm, require};
+use super::signin::{CsrfForm, require, require_form};
 use super::snapshot;
 use super::view::QueueRef;
 use super::{Board, Nav, PageError, PageResult};
@@ -38,8 +38,7 @@ pub async fn todo_action(
     Path((id, action)): Path<(String, String)>,
     Form(form): Form<CsrfForm>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     let actor = Actor::Human(viewer.scope);
     match action.as_str() {
         "claim" => state.store.claim(&actor, &id, BOARD_LEASE_SECONDS).await.map(|_| ())?,
@@ -62,8 +61,7 @@ pub async fn remove(
     Path((scope, queue, id)): Path<(String, String, String)>,
     Form(form): Form<CsrfForm>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
     state.store.discard_todo(&identity, &id, &by(&viewer.scope)).await?;
     Ok(Redirect::to(&queue_path(&identity)).into_response())
@@ -132,8 +130,7 @@ pub async fn clear(
     Path((scope, queue)): Path<(String, String)>,
     Form(form): Form<CsrfForm>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
     let removed = state.store.clear_queue(&identity, &by(&viewer.scope)).await?;
     tracing::info!(queue = %identity, removed, human = %viewer.scope.human.id, "queue cleared from the board");

@@ -8,7 +8,7 @@
 //! is not cached. Presence, shift and notify hooks on the same page are `endpoint_push`'s.
 
 use super::endpoint_push::PushPanel;
-use super::signin::{CsrfForm, Viewer, require};
+use super::signin::{CsrfForm, Viewer, require, require_form};
 use super::snapshot;
 use super::view::{Names, QueueRef};
 use super::{Board, Nav, PageError, PageResult};
@@ -187,8 +187,7 @@ pub(super) async fn managing(
     reference: String,
     csrf: &str,
 ) -> Result<(Viewer, String), PageError> {
-    let viewer = require(state, headers).await?;
-    viewer.check_csrf(csrf)?;
+    let viewer = require_form(state, headers, csrf).await?;
     let id = managed_endpoint(&state.store, &viewer.scope, reference).await?;
     Ok((viewer, id))
 }

@@ -12,7 +12,7 @@
 //! how long, and which windows would have run out, before anything is saved.
 
 use super::actions::queue_path;
-use super::signin::{CsrfForm, Viewer, require};
+use super::signin::{CsrfForm, Viewer, require, require_form};
 use super::snapshot;
 use super::view::{LocalTime, QueueRef, zone_moment};
 use super::{Board, Nav, PageError, PageResult};
@@ -167,8 +167,7 @@ pub async fn save(
     Path((scope, queue)): Path<(String, String)>,
     Form(fields): Form<PolicyFields>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&fields.csrf)?;
+    let viewer = require_form(&state, &headers, &fields.csrf).await?;
     let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
     if fields.action == "preview" {
         return preview(&state, &viewer, &identity, fields).await;
@@ -313,8 +312,7 @@ pub async fn clear(
     Path((scope, queue)): Path<(String, String)>,
     Form(form): Form<CsrfForm>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     state.admission_writes.check_human(&state.store, &viewer.scope.human.id).await?;
     let identity = managed_identity(&state.store, &viewer.scope, &scope, &queue).await?;
     let actor = PolicyActor { human_id: Some(viewer.scope.human.id.clone()), endpoint_id: None };

@@ -6,7 +6,7 @@
 //! The same `Store` calls as `GET | PATCH /api/v1/system/queue-capacity`: the store refuses a
 //! locked or invalid value, and this page shows the refusal next to the field.
 
-use super::signin::require;
+use super::signin::{require, require_form};
 use super::{Board, Nav, PageError, PageResult};
 use askama::Template;
 use askama_web::WebTemplate;
@@ -75,8 +75,7 @@ pub struct CapacityForm {
 
 /// `POST /settings/capacity`: instance admins only (403 page otherwise), as on the API.
 pub async fn save(State(state): State<Board>, headers: HeaderMap, Form(form): Form<CapacityForm>) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     if !viewer.scope.human.instance_admin {
         return Err(PageError::from(Error::new(
             Code::Forbidden,

@@ -73,6 +73,14 @@ pub async fn require(state: &Board, headers: &HeaderMap) -> Result<Viewer, PageE
     viewer(state, headers, true).await?.ok_or_else(PageError::sign_in)
 }
 
+/// The viewer behind a state-changing form: signed in, and the form carries this session's
+/// synchronizer token. Every board POST starts here, so none can forget the CSRF check.
+pub async fn require_form(state: &Board, headers: &HeaderMap, csrf: &str) -> Result<Viewer, PageError> {
+    let viewer = require(state, headers).await?;
+    viewer.check_csrf(csrf)?;
+    Ok(viewer)
+}
+
 /// True when the browser reached us over https (directly or through a proxy that says so), so
 /// the cookie must be `Secure`.
 fn over_https(headers: &HeaderMap) -> bool {
@@ -178,8 +186,7 @@ pub struct CsrfForm {
 
 /// `POST /logout`: deletes the session and the cookie.
 pub async fn logout(State(state): State<Board>, headers: HeaderMap, Form(form): Form<CsrfForm>) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     sessions::close(state.store.pool(), &viewer.session).await?;
     let mut response = Redirect::to("/login").into_response();
     if let Some(cookie) = cookie_header("", 0, over_https(&headers)) {

@@ -7,7 +7,7 @@
 //! shows the page again with the error next to the field it names, values kept. A token that is
 //! not the viewer's is the same 404 as one that does not exist.
 
-use super::signin::{CsrfForm, Viewer, require};
+use super::signin::{CsrfForm, Viewer, require, require_form};
 use super::view::LocalTime;
 use super::webhooks::{SecretPage, ShownValue};
 use super::{Board, Nav, PageError, PageResult};
@@ -101,8 +101,7 @@ async fn page(state: &Board, viewer: &Viewer, form: MintForm, error: FieldError,
 /// `POST /tokens/new`: mints a token and shows it once; a refusal shows the page again with
 /// the error next to its field.
 pub async fn mint(State(state): State<Board>, headers: HeaderMap, Form(form): Form<MintForm>) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     let label = Some(form.label.trim()).filter(|label| !label.is_empty());
     let minted = match expires_in_seconds(&form.expires_in_days) {
         Ok(expires_in_seconds) => {
@@ -175,8 +174,7 @@ pub async fn revoke(
     Path(id): Path<String>,
     Form(form): Form<CsrfForm>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     state.store.revoke_token(&viewer.scope.human.id, &id).await?;
     tracing::info!(token = %id, human = %viewer.scope.human.id, "operator token revoked from the board");
     Ok(Redirect::to("/tokens").into_response())

@@ -15,7 +15,7 @@
 //! JavaScript off; the script only adds copy buttons to the last page.
 
 use super::endpoints::{TokenPage, endpoint_href};
-use super::signin::{Viewer, require};
+use super::signin::{Viewer, require, require_form};
 use super::{Board, Nav, PageError, PageResult};
 use crate::vend::{self, VendRequest};
 use askama::Template;
@@ -189,9 +189,8 @@ pub async fn advance(
     headers: HeaderMap,
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
     let (answers, step, action, csrf) = Answers::from_pairs(&pairs);
-    viewer.check_csrf(&csrf)?;
+    let viewer = require_form(&state, &headers, &csrf).await?;
     let going_back = action == "back";
     match (step, going_back) {
         (Step::Details, _) => {

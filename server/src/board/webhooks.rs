@@ -9,7 +9,7 @@
 //! else's is the same 404 as one that does not exist. A new secret is shown once, on a page
 //! that is not cached, with the time the replaced one stops being accepted.
 
-use super::signin::{CsrfForm, Viewer, require};
+use super::signin::{CsrfForm, Viewer, require, require_form};
 use super::snapshot;
 use super::view::{LocalTime, QueueRef};
 use super::{Board, Nav, PageError, PageResult};
@@ -181,8 +181,7 @@ pub async fn new_form(State(state): State<Board>, headers: HeaderMap) -> PageRes
 /// `POST /webhooks/new`: registers the webhook and shows its ingest URL and secret once; a
 /// refusal shows the form again with the error next to its field.
 pub async fn create(State(state): State<Board>, headers: HeaderMap, Form(form): Form<NewWebhookForm>) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     let lines = target_lines(&form.targets);
     let targets = lines.iter().map(|line| Ok(split_target(line))).collect();
     let webhook = match webhooks::register(&state.store, &viewer.scope, &form.name, targets).await {
@@ -324,8 +323,7 @@ pub async fn rotate(
     Path(id): Path<String>,
     Form(form): Form<CsrfForm>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     let webhook = owned(&state, &viewer, &id).await?;
     let (secret, previous_until) = webhooks::rotate_secret(&state.store, &viewer.scope, &webhook.id).await?;
     tracing::info!(webhook = %webhook.id, human = %viewer.scope.human.id, "webhook secret rotated from the board");
@@ -370,8 +368,7 @@ pub async fn delete(
     Path(id): Path<String>,
     Form(form): Form<CsrfForm>,
 ) -> PageResult {
-    let viewer = require(&state, &headers).await?;
-    viewer.check_csrf(&form.csrf)?;
+    let viewer = require_form(&state, &headers, &form.csrf).await?;
     state.store.delete_webhook(&viewer.scope.human.id, &id).await?;
     tracing::info!(webhook = %id, human = %viewer.scope.human.id, "webhook deleted from the board");
     Ok(Redirect::to("/webhooks").into_response())
