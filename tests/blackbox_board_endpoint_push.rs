@@ -21,12 +21,6 @@ use std::time::Duration;
 const ALLOW_PRIVATE: (&str, &str) = ("SWITCHBOARD_HOOKS_ALLOW_PRIVATE", "1");
 const SHIFT: &str = "TZ=America/Los_Angeles Mon-Fri 09:00-17:00";
 
-/// Presses the submit button whose text is `text` (plain forms: works with JavaScript off).
-async fn press_button(browser: &Browser, text: &str) {
-    let xpath = format!("//button[normalize-space()='{text}']");
-    browser.client.find(Locator::XPath(&xpath)).await.expect(text).click().await.expect(text);
-}
-
 /// Clicks the first element matching `css`.
 async fn click(browser: &Browser, css: &str) {
     browser
@@ -54,12 +48,6 @@ async fn wait_for_text(browser: &Browser, css: &str, wanted: &str) -> String {
         assert!(tokio::time::Instant::now() < deadline, "{css} never read {wanted:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// The value of the text field `id`.
-async fn value_of(browser: &Browser, id: &str) -> String {
-    let value = browser.execute(&format!("return document.getElementById('{id}').value;"), vec![]).await;
-    value.as_str().expect("a field value").to_string()
 }
 
 /// `GET /api/v1/endpoints/{ref}/presence` as `token`.
@@ -127,19 +115,19 @@ async fn presence_and_shift_set_from_the_page_show_through_the_api() {
 
     // Out, by the owner's override: the API says so, and the page offers to clear it.
     click(&browser, "#presence-out").await;
-    press_button(&browser, "Set presence").await;
+    browser.press_button("Set presence").await;
     wait_for_text(&browser, "#presence-now", "out").await;
     let answer = presence(&world, &world.owner, &ep).await;
     assert_eq!((answer["presence"].as_str(), answer["source"].as_str()), (Some("out"), Some("override")), "{answer}");
     assert_eq!(answer["until"], Value::Null, "with no shift, out lasts until cleared: {answer}");
-    press_button(&browser, "Clear the override").await;
+    browser.press_button("Clear the override").await;
     wait_for_text(&browser, "#presence-now", "by default").await;
     let answer = presence(&world, &world.owner, &ep).await;
     assert_eq!((answer["presence"].as_str(), answer["source"].as_str()), (Some("in"), Some("default")), "{answer}");
 
     // A shift, typed as the hint shows it.
     fill(&browser, "shift", SHIFT).await;
-    press_button(&browser, "Save the shift").await;
+    browser.press_button("Save the shift").await;
     wait_for_text(&browser, "#presence-shift", "Mon-Fri").await;
     let answer = presence(&world, &world.owner, &ep).await;
     assert_eq!(answer["shift"], SHIFT, "{answer}");
@@ -150,7 +138,7 @@ async fn presence_and_shift_set_from_the_page_show_through_the_api() {
     // In for two hours: never past the shift's next change, as the API's clock-in rules say.
     click(&browser, "#presence-in").await;
     click(&browser, "#for_seconds option[value='7200']").await;
-    press_button(&browser, "Set presence").await;
+    browser.press_button("Set presence").await;
     wait_for_text(&browser, "#presence-now", "override").await;
     let answer = presence(&world, &world.owner, &ep).await;
     assert_eq!((answer["presence"].as_str(), answer["source"].as_str()), (Some("in"), Some("override")), "{answer}");
@@ -162,11 +150,11 @@ async fn presence_and_shift_set_from_the_page_show_through_the_api() {
     // An unknown zone: refused at the field, the text kept, nothing changed.
     let before = presence(&world, &world.owner, &ep).await;
     fill(&browser, "shift", "TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00").await;
-    press_button(&browser, "Save the shift").await;
+    browser.press_button("Save the shift").await;
     browser.wait_for_element("#shift-error").await;
     let error = browser.text("#shift-error").await;
     assert!(error.contains("Mars/Olympus_Mons"), "the error names the zone: {error}");
-    assert_eq!(value_of(&browser, "shift").await, "TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00", "the text was lost");
+    assert_eq!(browser.field_value("shift").await, "TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00", "the text was lost");
     let marked = browser
         .execute(
             "const f = document.getElementById('shift'); \
@@ -216,20 +204,20 @@ async fn hooks_added_tested_and_removed_from_the_page() {
 
     // A URL the hook rules refuse: the error at the field, the text kept, nothing added.
     fill(&browser, "hook-url", "ftp://example.com/hook").await;
-    press_button(&browser, "Add the hook").await;
+    browser.press_button("Add the hook").await;
     browser.wait_for_element("#hook-url-error").await;
     assert!(browser.text("#hook-url-error").await.contains("http or https"));
-    assert_eq!(value_of(&browser, "hook-url").await, "ftp://example.com/hook");
+    assert_eq!(browser.field_value("hook-url").await, "ftp://example.com/hook");
     assert_eq!(hooks(&world, &world.owner, &ep).await, Vec::<Value>::new(), "a refused hook was added");
 
     // Added: the secret once, then the API lists the hook (never its secret).
     fill(&browser, "hook-url", &receiver.url).await;
     click(&browser, "#ignore_presence").await;
-    press_button(&browser, "Add the hook").await;
+    browser.press_button("Add the hook").await;
     browser.wait_for_element("#secret").await;
-    let secret = value_of(&browser, "secret").await;
+    let secret = browser.field_value("secret").await;
     assert!(secret.starts_with("whsec_"), "the secret shown: {secret}");
-    assert_eq!(value_of(&browser, "hook-url").await, receiver.url);
+    assert_eq!(browser.field_value("hook-url").await, receiver.url);
     browser.screenshot("endpoint-push-hook-secret").await;
     let listed = hooks(&world, &world.owner, &ep).await;
     assert_eq!(listed.len(), 1, "{listed:?}");

@@ -7,17 +7,11 @@
 mod board_support;
 mod support;
 
+use board_support::Driver;
 use board_support::Js;
 use board_support::world::{Ep, Web, World, claim_next};
-use board_support::{Browser, Driver};
 use fantoccini::Locator;
 use serde_json::json;
-
-/// Presses the submit button whose text is `text` (plain forms: works with JavaScript off).
-async fn press_button(browser: &Browser, text: &str) {
-    let xpath = format!("//button[normalize-space()='{text}']");
-    browser.client.find(Locator::XPath(&xpath)).await.expect(text).click().await.expect(text);
-}
 
 /// The HTTP status of an MCP `tools/list` with `key`: 200 while the token works, 401 after.
 async fn mcp_status(world: &World, ep: &Ep, key: &str) -> u16 {
@@ -48,14 +42,14 @@ async fn endpoint_pages_revoke_rotate_and_delete_as_the_api_does() {
 
     // Revoke: the token is refused at once; the endpoint and its work stay.
     assert_eq!(mcp_status(&world, &ep, &ep.key).await, 200);
-    press_button(&browser, "Revoke the token").await;
+    browser.press_button("Revoke the token").await;
     browser.wait_for_element("p.warning[role=status]").await;
     assert_eq!(mcp_status(&world, &ep, &ep.key).await, 401, "a revoked token still works");
     assert_eq!(world.todo_state(&world.owner, &todo).await, "pending", "revoking lost the work");
     browser.screenshot("endpoint-revoked").await;
 
     // Rotate: a new token, shown once, works; the old one stays refused.
-    press_button(&browser, "Rotate the token").await;
+    browser.press_button("Rotate the token").await;
     browser.wait_for_element("#token").await;
     let key = browser.execute("return document.getElementById('token').value;", vec![]).await;
     let key = key.as_str().expect("new token").to_string();
@@ -69,7 +63,7 @@ async fn endpoint_pages_revoke_rotate_and_delete_as_the_api_does() {
     browser.client.find(Locator::LinkText("Delete the endpoint…")).await.expect("link").click().await.expect("open");
     browser.wait_for_path(&format!("/endpoints/{}/delete", ep.id)).await;
     browser.screenshot("endpoint-delete").await;
-    press_button(&browser, "Delete research").await;
+    browser.press_button("Delete research").await;
     browser.wait_for_path("/endpoints").await;
     let (_, endpoints) = world.api.get("/api/v1/endpoints", &world.owner).await;
     assert_eq!(endpoints["endpoints"], json!([]), "the endpoint was not deleted");

@@ -23,12 +23,6 @@ async fn follow(browser: &Browser, text: &str) {
     browser.client.find(Locator::LinkText(text)).await.expect(text).click().await.expect(text);
 }
 
-/// A readonly field's value (the values shown once).
-async fn value(browser: &Browser, id: &str) -> String {
-    let script = format!("return document.getElementById('{id}').value;");
-    browser.execute(&script, vec![]).await.as_str().expect("a value").to_string()
-}
-
 // Issue #29: the owner's whole day on the board.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_vends_an_agent_budgets_it_with_the_preview_and_routes_a_webhook_from_the_browser() {
@@ -46,7 +40,7 @@ async fn an_owner_vends_an_agent_budgets_it_with_the_preview_and_routes_a_webhoo
     press_then(&browser, "Next: what it may do", "#verb-list_todos").await;
     press_then(&browser, "Next: review", "ul.consent").await;
     press_then(&browser, "Create endpoint", "#token").await;
-    let (url, key) = (value(&browser, "mcp-url").await, value(&browser, "token").await);
+    let (url, key) = (browser.field_value("mcp-url").await, browser.field_value("token").await);
     let slug = url.rsplit_once("/mcp/").map(|(_, slug)| slug.to_string()).expect("an MCP URL");
     let agent = Ep { id: String::new(), scope: format!("endpoint:{slug}"), slug, key };
 
@@ -57,7 +51,7 @@ async fn an_owner_vends_an_agent_budgets_it_with_the_preview_and_routes_a_webhoo
     fill(&browser, "name", "ci").await;
     fill(&browser, "targets", &format!("{}/inbox", agent.scope)).await;
     press_then(&browser, "Create webhook", "#secret").await;
-    let (ingest, secret) = (value(&browser, "ingest-url").await, value(&browser, "secret").await);
+    let (ingest, secret) = (browser.field_value("ingest-url").await, browser.field_value("secret").await);
     for n in 0..3 {
         let body = format!(r#"{{"title": "build {n} failed"}}"#);
         let answer = reqwest::Client::new()

@@ -9,16 +9,10 @@ mod board_support;
 mod support;
 
 use board_support::world::{World, claim_next, daily, fill};
-use board_support::{Browser, Driver, Js};
+use board_support::{Driver, Js};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use fantoccini::Locator;
 use serde_json::{Value, json};
-
-/// Presses the submit button whose text is `text`.
-async fn press_button(browser: &Browser, text: &str) {
-    let xpath = format!("//button[normalize-space()='{text}']");
-    browser.client.find(Locator::XPath(&xpath)).await.expect(text).click().await.expect(text);
-}
 
 // Issue #29, item 5: the preview replays the last week's claims under the budget as typed and
 // saves nothing; "Save budget" then saves what was previewed. JavaScript off.
@@ -56,7 +50,7 @@ async fn budget_preview_replays_the_last_week_and_saves_nothing() {
     fill(&browser, "max_claims_per_window", "3").await;
     fill(&browser, "tz", "UTC").await;
     fill(&browser, "start", "00:00").await;
-    press_button(&browser, "Preview").await;
+    browser.press_button("Preview").await;
     browser.wait_for_element("#preview-deferred").await;
     browser.screenshot("usage-preview").await;
 
@@ -78,7 +72,7 @@ async fn budget_preview_replays_the_last_week_and_saves_nothing() {
     assert_eq!(status, 404, "a preview saved a policy");
     let typed = browser.execute("return document.getElementById('max_claims_per_window').value;", vec![]).await;
     assert_eq!(typed, json!("3"));
-    press_button(&browser, "Save budget").await;
+    browser.press_button("Save budget").await;
     browser.wait_for_path(&format!("/queues/endpoint:{}/inbox", ep.id)).await;
     let (status, detail) = world.admission(&world.owner, &ep, "inbox").await;
     assert_eq!(status, 200, "{detail}");
@@ -87,7 +81,7 @@ async fn budget_preview_replays_the_last_week_and_saves_nothing() {
     // A budget the store refuses is refused by the preview too, naming its field.
     browser.goto(&world.url(&budget)).await;
     fill(&browser, "tz", "Mars/Olympus_Mons").await;
-    press_button(&browser, "Preview").await;
+    browser.press_button("Preview").await;
     browser.wait_for_element("#tz-error").await;
     assert!(browser.client.find(Locator::Id("preview-deferred")).await.is_err(), "a refused budget was previewed");
     browser.close().await;

@@ -16,12 +16,6 @@ use board_support::{Browser, Driver, Js};
 use fantoccini::Locator;
 use serde_json::{Value, json};
 
-/// Presses the submit button whose text is `text` (plain forms: works with JavaScript off).
-async fn press_button(browser: &Browser, text: &str) {
-    let xpath = format!("//button[normalize-space()='{text}']");
-    browser.client.find(Locator::XPath(&xpath)).await.expect(text).click().await.expect(text);
-}
-
 /// Marks the page the browser shows now, so [`wait_for_new_page`] can tell the next one from it
 /// when a form answers on the same path.
 async fn mark_page(browser: &Browser) {
@@ -37,12 +31,6 @@ async fn wait_for_new_page(browser: &Browser, css: &str) {
 async fn press_form(browser: &Browser, action: &str) {
     let css = format!("form[action='{action}'] button[type=submit]");
     browser.client.find(Locator::Css(&css)).await.expect(action).click().await.expect(action);
-}
-
-/// The value of the field `id` on the page.
-async fn field_value(browser: &Browser, id: &str) -> String {
-    let value = browser.execute(&format!("return document.getElementById('{id}').value;"), vec![]).await;
-    value.as_str().unwrap_or_else(|| panic!("no field #{id}")).to_string()
 }
 
 /// Delivers `body` to `ingest_url` signed per Standard Webhooks with `secret`: (status, answer).
@@ -132,7 +120,7 @@ async fn webhook_pages_register_rotate_and_delete_as_the_api_does() {
     fill(&browser, "name", "ci").await;
     fill(&browser, "targets", &format!("endpoint:{}/inbox\nendpoint:{}/Not A Queue", ep.slug, ep.slug)).await;
     mark_page(&browser).await;
-    press_button(&browser, "Create webhook").await;
+    browser.press_button("Create webhook").await;
     wait_for_new_page(&browser, "#targets-error").await;
     let error = browser.text("#targets-error").await;
     assert!(error.contains("Line 2 (") && error.contains("queue must be"), "targets error: {error}");
@@ -142,17 +130,17 @@ async fn webhook_pages_register_rotate_and_delete_as_the_api_does() {
     let invalid =
         browser.execute("return document.getElementById('targets').getAttribute('aria-invalid');", vec![]).await;
     assert_eq!(invalid, json!("true"));
-    assert_eq!(field_value(&browser, "name").await, "ci", "the name was not kept");
-    assert!(field_value(&browser, "targets").await.contains("Not A Queue"), "the targets were not kept");
+    assert_eq!(browser.field_value("name").await, "ci", "the name was not kept");
+    assert!(browser.field_value("targets").await.contains("Not A Queue"), "the targets were not kept");
     assert!(webhooks(&world, &world.owner).await.is_empty(), "a refused form registered a webhook");
     browser.screenshot("webhook-new-error").await;
 
     // Fixed: the ingest URL and the secret are shown once.
     fill(&browser, "targets", &format!("endpoint:{}/inbox", ep.slug)).await;
-    press_button(&browser, "Create webhook").await;
+    browser.press_button("Create webhook").await;
     browser.wait_for_element("#secret").await;
-    let ingest_url = field_value(&browser, "ingest-url").await;
-    let secret = field_value(&browser, "secret").await;
+    let ingest_url = browser.field_value("ingest-url").await;
+    let secret = browser.field_value("secret").await;
     assert!(ingest_url.starts_with(&world.url("/ingest/wh_")), "ingest URL: {ingest_url}");
     assert!(secret.starts_with("whsec_"), "secret: {secret}");
     let copies =
@@ -178,7 +166,7 @@ async fn webhook_pages_register_rotate_and_delete_as_the_api_does() {
     // Rotate: a new secret, shown once, signs; the old one is accepted until the time shown.
     press_form(&browser, &format!("/webhooks/{id}/rotate")).await;
     browser.wait_for_element("#grace time.local").await;
-    let rotated = field_value(&browser, "secret").await;
+    let rotated = browser.field_value("secret").await;
     assert!(rotated.starts_with("whsec_") && rotated != secret, "rotation showed {rotated}");
     let until =
         browser.execute("return document.querySelector('#grace time.local').getAttribute('datetime');", vec![]).await;
@@ -198,7 +186,7 @@ async fn webhook_pages_register_rotate_and_delete_as_the_api_does() {
     browser.client.find(Locator::Css(&delete)).await.expect("delete link").click().await.expect("open");
     browser.wait_for_path(&format!("/webhooks/{id}/delete")).await;
     browser.screenshot("webhook-delete").await;
-    press_button(&browser, "Delete ci").await;
+    browser.press_button("Delete ci").await;
     browser.wait_for_path("/webhooks").await;
     assert!(webhooks(&world, &world.owner).await.is_empty(), "the webhook was not deleted");
     let (status, answer) = deliver(&ingest_url, &rotated, "msg_4", r#"{"title": "after delete"}"#).await;
@@ -323,12 +311,12 @@ async fn token_page_mints_and_revokes_as_the_api_does() {
         fill(&browser, "label", "deploy script").await;
         fill(&browser, "expires_in_days", typed).await;
         mark_page(&browser).await;
-        press_button(&browser, "Create a token").await;
+        browser.press_button("Create a token").await;
         wait_for_new_page(&browser, "#expires_in_days-error").await;
         let error = browser.text("#expires_in_days-error").await;
         assert!(error.contains(expected), "expiry {typed}: {error}");
-        assert_eq!(field_value(&browser, "expires_in_days").await, typed);
-        assert_eq!(field_value(&browser, "label").await, "deploy script");
+        assert_eq!(browser.field_value("expires_in_days").await, typed);
+        assert_eq!(browser.field_value("label").await, "deploy script");
         let focus = browser.execute("return document.activeElement.id;", vec![]).await;
         assert_eq!(focus, json!("expires_in_days"), "the page opens on the field in error");
     }
@@ -338,9 +326,9 @@ async fn token_page_mints_and_revokes_as_the_api_does() {
 
     // Minted: shown once, and it works on the operator API.
     fill(&browser, "expires_in_days", "30").await;
-    press_button(&browser, "Create a token").await;
+    browser.press_button("Create a token").await;
     browser.wait_for_element("#token").await;
-    let token = field_value(&browser, "token").await;
+    let token = browser.field_value("token").await;
     assert!(token.starts_with("sbh_"), "token: {token}");
     browser.screenshot("token-minted").await;
     assert_eq!(world.api.get("/api/v1/endpoints", &token).await.0, 200, "the minted token does not work");

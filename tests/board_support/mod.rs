@@ -210,6 +210,18 @@ impl Browser {
         element.text().await.unwrap_or_else(|e| panic!("text of {css}: {e}"))
     }
 
+    /// Presses the button whose text is `text` (a plain form's submit works with JavaScript off).
+    pub async fn press_button(&self, text: &str) {
+        let xpath = format!("//button[normalize-space()='{text}']");
+        self.client.find(Locator::XPath(&xpath)).await.expect(text).click().await.expect(text);
+    }
+
+    /// The value of the form field `#id` (a text field, or a readonly one showing a secret).
+    pub async fn field_value(&self, id: &str) -> String {
+        let value = self.execute(&format!("return document.getElementById('{id}').value;"), vec![]).await;
+        value.as_str().unwrap_or_else(|| panic!("no field #{id}")).to_string()
+    }
+
     /// The `sb_session` cookie's value, if the browser holds one for the current site.
     pub async fn session_cookie(&self) -> Option<String> {
         let cookies = self.client.get_all_cookies().await.expect("cookies");
