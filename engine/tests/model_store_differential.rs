@@ -89,6 +89,9 @@ struct Pair {
     steps: usize,
     recent: Vec<String>,
     trace: bool,
+    /// Group claims and their claimers that batch claims (`claim_next {max}`) made on PgStore:
+    /// a batch's seats share groups, so only the other steps' groups must be of one.
+    batch_groups: (u64, u64),
 }
 
 impl Pair {
@@ -102,7 +105,7 @@ impl Pair {
         let (model, model_setup) = setup_model(model).await;
         assert_eq!(pg_setup, model_setup, "{label}: setup differs");
         let trace = std::env::var_os("DIFFERENTIAL_TRACE").is_some();
-        Pair { label, clock, pg, model, steps: 0, recent: vec![], trace }
+        Pair { label, clock, pg, model, steps: 0, recent: vec![], trace, batch_groups: (0, 0) }
     }
 
     /// Runs one operation on both stores and requires equal answers.
@@ -113,7 +116,15 @@ impl Pair {
             Op::Create { .. } | Op::CreateBatch(_) | Op::Ingest { .. } => self.clock.advance(Duration::milliseconds(1)),
             _ => {}
         }
+        let before = self.pg.store.counters().snapshot();
         let expected = self.pg.apply(op).await;
+        if matches!(op, Op::ClaimNextMany { .. }) {
+            let after = self.pg.store.counters().snapshot();
+            let (groups, claimers) =
+                (after.claim_groups - before.claim_groups, after.claim_group_claimers - before.claim_group_claimers);
+            assert!(groups <= claimers, "{}: a batch's groups each serve one claimer or more", self.label);
+            self.batch_groups = (self.batch_groups.0 + groups, self.batch_groups.1 + claimers);
+        }
         let actual = self.model.apply(op).await;
         let step = self.steps;
         self.steps += 1;
@@ -138,9 +149,11 @@ impl Pair {
         }
         let (mut expected, actual) = (self.pg.store.counters().snapshot(), self.model.store.counters().snapshot());
         // Group admission is PgStore's way of sharing a policy lock; the model claims alone.
-        // Sequential steps make groups of one, one per budgeted claim_next that reached them.
+        // Sequential single claims make groups of one, one per budgeted claim_next that reached
+        // them; a batch's seats share theirs.
         assert_eq!(
-            expected.claim_groups, expected.claim_group_claimers,
+            expected.claim_groups - self.batch_groups.0,
+            expected.claim_group_claimers - self.batch_groups.1,
             "{}: sequential groups are of one",
             self.label
         );

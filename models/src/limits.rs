@@ -69,6 +69,11 @@ pub fn keep_audit_sample(sample: &mut Vec<String>, batch: impl IntoIterator<Item
 /// one request body grows (issue #15 item 2).
 pub const TODOS_PER_BATCH_MAX: usize = 1_000;
 
+/// Claims one `claim_next {max}` may make, and todos one `complete {ids}` may end (issue #31
+/// item 2): each is one transaction, so this bounds how many rows it locks and how long a
+/// budgeted queue's policy lock is held for one caller.
+pub const CLAIMS_PER_CALL_MAX: usize = 100;
+
 /// How many endpoints one owner (a human, or a team) may hold (issue #14). Each endpoint is a
 /// credential, a session stream and rows in every sweep; a hundred is far beyond one person's
 /// agents, and a script vending in a loop stops here instead of filling the database.

@@ -172,6 +172,14 @@ pub enum ClaimNext {
     Empty { deferred: Vec<DeferredQueue> },
 }
 
+/// What `claim_next_many` made: its claims, in the turn they were decided, and the deferred
+/// queues (REQ-7) when it ended short of `max` with pending work that admits no claim now.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClaimedMany {
+    pub claimed: Vec<Claimed>,
+    pub deferred: Vec<DeferredQueue>,
+}
+
 /// One deferred queue identity in an empty `claim_next` answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeferredQueue {
@@ -397,10 +405,29 @@ pub trait Store: Clone + Send + Sync + 'static {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> impl Future<Output = Result<ClaimNext>> + Send;
+    /// Up to `max` (1..=`CLAIMS_PER_CALL_MAX`) claims across `queues`, each decided and charged
+    /// in turn exactly as that many `claim_next` calls one after the other would be; it stops at
+    /// the first that finds nothing to claim, whose deferred list it answers (issue #31 item 2).
+    fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> impl Future<Output = Result<ClaimedMany>> + Send;
     /// Claims a named todo; in a deferred queue it fails with `deferred` and changes nothing.
     fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Claimed>> + Send;
     fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> impl Future<Output = Result<Todo>> + Send;
     fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> impl Future<Output = Result<Todo>> + Send;
+    /// Completes several todos the caller holds, all in one transaction, answered in `ids`
+    /// order: if any is refused (as `complete` would refuse it), none is completed. `ids` is
+    /// 1..=`CLAIMS_PER_CALL_MAX` distinct ids (`validate_ids`).
+    fn complete_many(
+        &self,
+        actor: &Actor,
+        ids: &[String],
+        result: Option<Value>,
+    ) -> impl Future<Output = Result<Vec<Todo>>> + Send;
     fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> impl Future<Output = Result<Todo>> + Send;
     fn release(&self, actor: &Actor, id: &str) -> impl Future<Output = Result<Todo>> + Send;
     /// "Retry now": a failed todo back to pending with a fresh attempt budget (owner scope only).

@@ -208,8 +208,6 @@ pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 200;
 /// use it, so no human or agent can pre-empt a delivery's dedup slot by guessing its key.
 pub const INGEST_KEY_PREFIX: &str = "wh:";
 
-/// The title rule of every path that sets one (create, webhook fan-out, edit): not blank, at most
-/// `TITLE_LENGTH_MAX` characters (characters, not bytes: a title is read by people).
 /// The checks of a batched create before anything is written: 1..=`TODOS_PER_BATCH_MAX` todos,
 /// each valid as `NewTodo::validate` says, a refusal naming the item (`todos[3].title`).
 pub fn validate_batch(todos: &[NewTodo]) -> Result<()> {
@@ -223,6 +221,32 @@ pub fn validate_batch(todos: &[NewTodo]) -> Result<()> {
     Ok(())
 }
 
+/// The checks of a `complete {ids}` before anything is read: 1..=`CLAIMS_PER_CALL_MAX` ids,
+/// none twice (a refusal names `ids`).
+pub fn validate_ids(ids: &[String]) -> Result<()> {
+    let max = crate::limits::CLAIMS_PER_CALL_MAX;
+    if !(1..=max).contains(&ids.len()) {
+        return Err(Error::invalid("ids", format!("ids holds 1-{max} todo ids")));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = ids.iter().find(|id| !seen.insert(id.as_str())) {
+        return Err(Error::invalid("ids", format!("todo {twice} is listed twice")));
+    }
+    Ok(())
+}
+
+/// The check of `claim_next`'s `max`: 1..=`CLAIMS_PER_CALL_MAX`, 1 when absent.
+pub fn claims_max(max: Option<i64>) -> Result<usize> {
+    let limit = crate::limits::CLAIMS_PER_CALL_MAX;
+    match max {
+        None => Ok(1),
+        Some(max) if (1..=limit as i64).contains(&max) => Ok(max as usize),
+        Some(_) => Err(Error::invalid("max", format!("max must be 1-{limit}"))),
+    }
+}
+
+/// The title rule of every path that sets one (create, webhook fan-out, edit): not blank, at most
+/// `TITLE_LENGTH_MAX` characters (characters, not bytes: a title is read by people).
 pub fn validate_title(title: &str) -> Result<()> {
     if title.trim().is_empty() || title.chars().count() > TITLE_LENGTH_MAX {
         return Err(Error::invalid("title", format!("title must be 1-{TITLE_LENGTH_MAX} characters")));

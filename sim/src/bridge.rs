@@ -20,8 +20,8 @@ use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use models::store::Clock;
 use models::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
-    PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+    AgentLookup, AuditRecord, ClaimNext, Claimed, ClaimedMany, Ingested, NewEndpoint, OverrideBy, PolicyActor,
+    PolicyDetail, PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
 };
 use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
@@ -240,6 +240,17 @@ impl Store for BridgeStore {
         self.call(move |s| async move { s.claim_next(&actor, &queues, lease_seconds).await })
     }
 
+    async fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        let (actor, queues) = (actor.clone(), queues.to_vec());
+        self.call(move |s| async move { s.claim_next_many(&actor, &queues, lease_seconds, max).await })
+    }
+
     async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
         let (actor, id) = (actor.clone(), id.to_string());
         self.call(move |s| async move { s.claim(&actor, &id, lease_seconds).await })
@@ -253,6 +264,11 @@ impl Store for BridgeStore {
     async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         let (actor, id) = (actor.clone(), id.to_string());
         self.call(move |s| async move { s.complete(&actor, &id, result).await })
+    }
+
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        let (actor, ids) = (actor.clone(), ids.to_vec());
+        self.call(move |s| async move { s.complete_many(&actor, &ids, result).await })
     }
 
     async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {

@@ -19,8 +19,8 @@ use models::presence::{Override, Shift};
 use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use models::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor, PolicyDetail,
-    PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+    AgentLookup, AuditRecord, ClaimNext, Claimed, ClaimedMany, Ingested, NewEndpoint, OverrideBy, PolicyActor,
+    PolicyDetail, PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
 };
 use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
@@ -367,6 +367,20 @@ impl<S: Store> Store for Faulty<S> {
         .await
     }
 
+    async fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        let call = self.inner.claim_next_many(actor, queues, lease_seconds, max);
+        self.guarded(Kind::Write, call, |many, ledger| {
+            ledger.extend(many.claimed.iter().map(|claimed| self.claimed_event(actor, claimed)));
+        })
+        .await
+    }
+
     async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
         self.guarded(Kind::Write, self.inner.claim(actor, id, lease_seconds), |claimed, ledger| {
             ledger.push(self.claimed_event(actor, claimed));
@@ -384,6 +398,13 @@ impl<S: Store> Store for Faulty<S> {
     async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         self.guarded(Kind::Write, self.inner.complete(actor, id, result), |todo, ledger| {
             ledger.push(Event::Ended { id: todo.id.clone(), how: "complete" });
+        })
+        .await
+    }
+
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        self.guarded(Kind::Write, self.inner.complete_many(actor, ids, result), |todos, ledger| {
+            ledger.extend(todos.iter().map(|todo| Event::Ended { id: todo.id.clone(), how: "complete" }));
         })
         .await
     }

@@ -31,7 +31,6 @@
 //! intake and admission share, so no other transaction module imports this one.
 
 use super::admission::Pending;
-use super::claim_unbudgeted::FastPath;
 use super::groups::{Member, Turns};
 use super::mutant_hooks;
 use super::rows::{LockedPolicy, PolicyLimitsRow, TodoRow, identity_of, lock_policy, lock_todo};
@@ -140,14 +139,15 @@ impl PgStore {
         // handles an unbudgeted candidate too (the hint only saves a statement).
         let set = QueueSetHint::fingerprint(queues);
         if !self.budgeted_hint.contains(set) {
-            match self.claim_next_unbudgeted(actor, queues, lease_seconds).await? {
-                FastPath::Claimed(todo) => {
-                    self.counters.claimed(&todo.identity.queue, false);
-                    return Ok(ClaimNext::Claimed(Box::new(Claimed { todo: *todo, admission: None })));
-                }
-                FastPath::Empty => return Ok(ClaimNext::Empty { deferred: vec![] }),
-                FastPath::Budgeted => self.budgeted_hint.mark(set, true),
+            let path = self.claim_next_unbudgeted(actor, queues, lease_seconds, 1).await?;
+            if let Some(todo) = path.claimed.into_iter().next() {
+                self.counters.claimed(&todo.identity.queue, false);
+                return Ok(ClaimNext::Claimed(Box::new(Claimed { todo, admission: None })));
             }
+            if !path.budgeted_next {
+                return Ok(ClaimNext::Empty { deferred: vec![] });
+            }
+            self.budgeted_hint.mark(set, true);
         }
         // Budgeted claimers of this queue set join one transaction on this replica, taking
         // their claims in turn under one policy lock; the rest wait in memory, holding nothing

@@ -1,7 +1,8 @@
 //! `claim_next`'s one-statement path for queues without a policy (SPEC-0003 "Atomic Claim";
 //! SPEC-0030 REQ-4 leaves an unbudgeted queue's claim untouched): steps 1 and 2 and the claim
-//! itself in one autocommitted statement. A candidate whose queue turns out to have a policy is
-//! left untouched, and the caller takes the transactional path of `claim.rs`.
+//! itself in one autocommitted statement, for one claim or the first several of a `claim_next
+//! {max}`. A candidate whose queue turns out to have a policy is left untouched, and the caller
+//! takes the transactional path of `claim.rs`.
 
 use super::PgStore;
 use super::db_error;
@@ -16,13 +17,17 @@ use sqlx::{FromRow, Row};
 
 impl PgStore {
     /// Steps 1 and 2 (and the claim, when no policy applies) as one autocommitted statement:
-    /// the oldest claimable todo is locked, its policy looked up by index, and it is claimed only
-    /// if it has none. A budgeted candidate is left untouched for the transactional path.
+    /// the `limit` oldest claimable todos are locked and their policies looked up by index, and
+    /// those before the first budgeted one are claimed, in claim order: what `limit` lone
+    /// `claim_next` calls would take by this path one after the other (`claim_next {max}`,
+    /// issue #31 item 2). A budgeted candidate and those after it are left untouched for the
+    /// transactional path of `claim.rs`.
     pub(super) async fn claim_next_unbudgeted(
         &self,
         actor: &Actor,
         queues: &[QueueIdentity],
         lease_seconds: i64,
+        limit: usize,
     ) -> Result<FastPath> {
         let mut binds = Binds::default();
         let now = binds.push(self.now_param());
@@ -30,24 +35,31 @@ impl PgStore {
         let claimant = binds.push(actor.endpoint_id());
         let lease = binds.push(lease_seconds as f64);
         let policy_lookup = binds.push(self.admission_lookup);
+        let limit = binds.push(limit as i64);
         let queues = owner_groups_filter(&mut binds, &owner_groups(queues));
         let query = sqlx::query_with(
             composed_sql!(
                 "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now), \
                  cand AS ( \
-                   SELECT t.id, t.endpoint_id, t.team_id, t.queue FROM todos t, clock \
+                   SELECT t.id, t.endpoint_id, t.team_id, t.queue, t.created_at FROM todos t, clock \
                    WHERE {queues} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-                   ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT 1), \
-                 pol AS ( \
-                   SELECT p.id FROM admission_policies p, cand \
-                   WHERE {policy_lookup} AND p.queue = cand.queue \
-                     AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id)), \
+                   ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT {limit}), \
+                 ranked AS ( \
+                   SELECT cand.id, row_number() OVER (ORDER BY cand.created_at, cand.id) AS turn, \
+                     EXISTS (SELECT 1 FROM admission_policies p \
+                             WHERE {policy_lookup} AND p.queue = cand.queue \
+                               AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id)) AS budgeted \
+                   FROM cand), \
+                 first_budgeted AS (SELECT min(turn) AS turn FROM ranked WHERE budgeted), \
+                 taken AS ( \
+                   SELECT ranked.id FROM ranked, first_budgeted \
+                   WHERE first_budgeted.turn IS NULL OR ranked.turn < first_budgeted.turn), \
                  claimed AS ( \
                    UPDATE todos t SET state = 'claimed', owner = {owner}, claimed_by_endpoint_id = {claimant}, \
                      lease_expires_at = clock.now + make_interval(secs => {lease}::double precision), \
                      attempt = t.attempt + 1, claimed_at = clock.now, next_retry_at = NULL, completed_at = NULL, \
                      updated_at = clock.now \
-                   FROM cand, clock WHERE t.id = cand.id AND NOT EXISTS (SELECT 1 FROM pol) RETURNING t.*), \
+                   FROM taken, clock WHERE t.id = taken.id RETURNING t.*), \
                  closed AS ( \
                    UPDATE todo_attempts a SET ended_at = clock.now, outcome = 'lease_expired' FROM claimed, clock \
                    WHERE a.todo_id = claimed.id AND a.ended_at IS NULL), \
@@ -56,26 +68,29 @@ impl PgStore {
                    SELECT claimed.id, \
                      (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = claimed.id), \
                      {owner}, {claimant}, clock.now FROM claimed, clock) \
-                 SELECT cand.id AS candidate_id, {TODO_COLUMNS} FROM cand LEFT JOIN claimed t ON t.id = cand.id"
+                 SELECT ranked.id AS candidate_id, {TODO_COLUMNS} \
+                 FROM ranked LEFT JOIN claimed t ON t.id = ranked.id ORDER BY ranked.turn"
             ),
             binds.into_arguments().map_err(db_error)?,
         );
-        let row: Option<PgRow> = query.fetch_optional(&self.pool).await.map_err(db_error)?;
-        let Some(row) = row else {
-            return Ok(FastPath::Empty);
-        };
-        let claimed_id: Option<String> = row.try_get("id").map_err(db_error)?;
-        if claimed_id.is_none() {
-            return Ok(FastPath::Budgeted);
+        let rows: Vec<PgRow> = query.fetch_all(&self.pool).await.map_err(db_error)?;
+        let mut path = FastPath { claimed: Vec::with_capacity(rows.len()), budgeted_next: false };
+        for row in &rows {
+            let claimed_id: Option<String> = row.try_get("id").map_err(db_error)?;
+            if claimed_id.is_none() {
+                path.budgeted_next = true;
+                break;
+            }
+            path.claimed.push(TodoRow::from_row(row).map_err(db_error)?.into_todo()?);
         }
-        let todo = TodoRow::from_row(&row).map_err(db_error)?.into_todo()?;
-        Ok(FastPath::Claimed(Box::new(todo)))
+        Ok(path)
     }
 }
 
-pub(super) enum FastPath {
-    Claimed(Box<Todo>),
-    Empty,
-    /// The oldest candidate's queue has a policy.
-    Budgeted,
+/// What the one-statement path did: the todos it claimed, in claim order, and whether it stopped
+/// at a candidate whose queue has a policy (the transactional path's to decide). Neither: no
+/// claimable todo was left, or `limit` were claimed.
+pub(super) struct FastPath {
+    pub(super) claimed: Vec<Todo>,
+    pub(super) budgeted_next: bool,
 }

@@ -161,13 +161,37 @@ impl ClaimGroups {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> Result<ClaimNext> {
-        let (reply, answer) = oneshot::channel();
-        let member = Member { actor: actor.clone(), lease_seconds, reply };
-        let (seat, lead) = match self.join(set, queues, member) {
+        let mut answers = self.claim_next_many(store, set, actor, queues, lease_seconds, 1).await;
+        answers.pop().unwrap_or_else(|| Err(Error::internal("claim group answer lost")))
+    }
+
+    /// `count` claims of one claimer (`claim_next {max}`, issue #31 item 2): `count` seats taken
+    /// at once and in order, so the next group claim serves them one after the other under one
+    /// policy lock (up to `members_max` a transaction), each decided as a lone claimer's would
+    /// be. Answered in seat order; each seat gives up after `wait` on its own.
+    pub(crate) async fn claim_next_many(
+        self: &Arc<Self>,
+        store: &PgStore,
+        set: u64,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        count: usize,
+    ) -> Vec<Result<ClaimNext>> {
+        let (members, answers): (Vec<Member>, Vec<_>) = (0..count)
+            .map(|_| {
+                let (reply, answer) = oneshot::channel();
+                (Member { actor: actor.clone(), lease_seconds, reply }, answer)
+            })
+            .unzip();
+        let (seats, lead) = match self.join(set, queues, members) {
             Ok(queued) => queued,
-            Err(member) => {
-                store.claim_next_group(set, queues, vec![*member], None).await;
-                return answer.await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")));
+            Err(members) => {
+                store.claim_next_group(set, queues, members, None).await;
+                let answered = answers.into_iter().map(|answer| async {
+                    answer.await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")))
+                });
+                return futures::future::join_all(answered).await;
             }
         };
         if lead {
@@ -176,7 +200,14 @@ impl ClaimGroups {
             let leading = Leading { groups: self.clone(), set, stepped_down: false };
             tokio::spawn(leading.lead(store.clone()));
         }
-        let mut ticket = Ticket { groups: self.clone(), set, seat, answer };
+        let tickets =
+            seats.into_iter().zip(answers).map(|(seat, answer)| Ticket { groups: self.clone(), set, seat, answer });
+        futures::future::join_all(tickets.map(|ticket| self.answer_of(ticket))).await
+    }
+
+    /// A queued seat's answer, or its give-up after `wait`.
+    async fn answer_of(&self, mut ticket: Ticket) -> Result<ClaimNext> {
+        let (set, seat) = (ticket.set, ticket.seat);
         match tokio::time::timeout(self.wait, &mut ticket.answer).await {
             Ok(answer) => answer.unwrap_or_else(|_| Err(Error::internal("claim group answer lost"))),
             Err(_elapsed) if self.leave(set, seat) => {
@@ -195,25 +226,32 @@ impl ClaimGroups {
         }
     }
 
-    /// Queues `member` for set `set`: its seat, and whether it must start the set's leader. A
-    /// different queue set with the same fingerprint gets the member back, to claim alone.
+    /// Queues `members` for set `set`, in order: their seats, and whether the caller must start
+    /// the set's leader. A different queue set with the same fingerprint gets the members back,
+    /// to claim alone.
     fn join(
         &self,
         set: u64,
         queues: &[QueueIdentity],
-        member: Member,
-    ) -> std::result::Result<(u64, bool), Box<Member>> {
+        members: Vec<Member>,
+    ) -> std::result::Result<(Vec<u64>, bool), Vec<Member>> {
         let mut sets = self.sets();
         let group =
             sets.entry(set).or_insert_with(|| Group { queues: queues.to_vec(), waiting: VecDeque::new(), leaders: 0 });
         if group.queues != queues {
-            return Err(Box::new(member));
+            return Err(members);
         }
-        let seat = self.next_seat.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        group.waiting.push_back((seat, member));
+        let seats = members
+            .into_iter()
+            .map(|member| {
+                let seat = self.next_seat.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                group.waiting.push_back((seat, member));
+                seat
+            })
+            .collect();
         let lead = group.leaders < LEADERS_MAX;
         group.leaders += usize::from(lead);
-        Ok((seat, lead))
+        Ok((seats, lead))
     }
 
     /// Takes seat `seat` of set `set` out of its queue. False when it was no longer there (taken
@@ -324,7 +362,8 @@ mod tests {
         let groups = ClaimGroups::new(8, Duration::from_secs(1));
         let queues = [QueueIdentity::endpoint("ep_1", "q")];
         let (first, _first_answer) = member();
-        let (first_seat, lead) = groups.join(7, &queues, first).ok().expect("queued");
+        let (first_seats, lead) = groups.join(7, &queues, vec![first]).ok().expect("queued");
+        let first_seat = first_seats[0];
         assert!(lead);
         // The leader takes it into a claim, answers it, finds nobody waiting and steps down.
         let taken: Vec<(u64, Member)> = groups.sets().get_mut(&7).expect("group").waiting.drain(..).collect();
@@ -333,7 +372,8 @@ mod tests {
         assert!(groups.sets().is_empty(), "the set's group is gone");
 
         let (second, mut second_answer) = member();
-        let (second_seat, _) = groups.join(7, &queues, second).ok().expect("queued");
+        let (second_seats, _) = groups.join(7, &queues, vec![second]).ok().expect("queued");
+        let second_seat = second_seats[0];
         assert_ne!(first_seat, second_seat);
         // The first claimer's ticket is dropped now that its answer is in.
         assert!(!groups.leave(7, first_seat), "nothing of the first claimer's is left to take out");
@@ -349,12 +389,12 @@ mod tests {
         let groups = Arc::new(ClaimGroups::new(8, Duration::from_secs(1)));
         let queues = [QueueIdentity::endpoint("ep_1", "q")];
         let (first, mut answer) = member();
-        let (_, lead) = groups.join(7, &queues, first).ok().expect("queued");
+        let (_, lead) = groups.join(7, &queues, vec![first]).ok().expect("queued");
         assert!(lead);
         drop(Leading { groups: groups.clone(), set: 7, stepped_down: false });
         assert!(groups.sets().is_empty(), "the set is gone with its leader");
         assert!(answer.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Closed));
         let (second, _) = member();
-        assert!(groups.join(7, &queues, second).ok().expect("queued").1, "the next claimer leads");
+        assert!(groups.join(7, &queues, vec![second]).ok().expect("queued").1, "the next claimer leads");
     }
 }

@@ -57,6 +57,20 @@ const COMPLETE: &str = "WITH {HELD}, \
        FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
      SELECT * FROM changed";
 
+/// Complete of several todos (`$1` a list of ids, issue #31 item 2) with result `$8`: all of
+/// them, if the caller holds every one, else none (then the step-by-step transaction decides).
+/// The rows are locked in id order, so two such calls never wait on each other in a cycle.
+const COMPLETE_MANY: &str = "WITH {HELD_MANY}, \
+     every AS (SELECT count(*) = cardinality($1::text[]) AS held FROM held), \
+     changed AS ( \
+       UPDATE todos t SET state = 'done', result = $8, completed_at = clock.now, lease_expires_at = NULL, \
+         updated_at = clock.now \
+       FROM clock, every WHERE t.id = clock.id AND every.held RETURNING {TODO_COLUMNS}), \
+     closed AS ( \
+       UPDATE todo_attempts a SET ended_at = changed.updated_at, outcome = 'completed' \
+       FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
+     SELECT * FROM changed";
+
 /// Fail with result `$8`: below `max_attempts` the todo parks until now plus the backoff for the
 /// attempt that failed (`$9[attempt]`, seconds, from `retry_backoff`); at it, it is dead-lettered.
 /// The attempt closes as `failed`.
@@ -93,23 +107,29 @@ static BACKOFF_SECONDS: LazyLock<Vec<i64>> =
 type Statement = LazyLock<String>;
 
 fn spelled_out(verb: &str) -> String {
-    verb.replace("{HELD}", HELD).replace("{TODO_COLUMNS}", TODO_COLUMNS)
+    let held_many =
+        HELD.replace("t.id = $1 ", "t.id = ANY($1::text[]) ").replace("FOR UPDATE)", "ORDER BY t.id FOR UPDATE)");
+    verb.replace("{HELD_MANY}", &held_many).replace("{HELD}", HELD).replace("{TODO_COLUMNS}", TODO_COLUMNS)
 }
 
 static HEARTBEAT_SQL: Statement = LazyLock::new(|| spelled_out(HEARTBEAT));
 static COMPLETE_SQL: Statement = LazyLock::new(|| spelled_out(COMPLETE));
 static FAIL_SQL: Statement = LazyLock::new(|| spelled_out(FAIL));
 static RELEASE_SQL: Statement = LazyLock::new(|| spelled_out(RELEASE));
+static COMPLETE_MANY_SQL: Statement = LazyLock::new(|| spelled_out(COMPLETE_MANY));
 
 type HeldQuery = QueryAs<'static, Postgres, TodoRow, PgArguments>;
 
 impl PgStore {
     /// Binds `$1`..`$7` of a held-verb statement: the todo, the caller's holder label, the clock
     /// and the queues the caller may act on.
-    fn held_query(&self, statement: &'static Statement, actor: &Actor, id: &str) -> HeldQuery {
+    fn held_query<Id>(&self, statement: &'static Statement, actor: &Actor, id: Id) -> HeldQuery
+    where
+        Id: 'static + Send + sqlx::Encode<'static, Postgres> + sqlx::Type<Postgres>,
+    {
         let access = actor.todo_access();
         sqlx::query_as(sqlx::AssertSqlSafe(statement.as_str()))
-            .bind(id.to_string())
+            .bind(id)
             .bind(actor.label())
             .bind(self.now_param())
             .bind(access.endpoint_ids)
@@ -126,19 +146,33 @@ impl PgStore {
     }
 
     pub(crate) async fn heartbeat_held(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Option<Todo>> {
-        self.run_held(self.held_query(&HEARTBEAT_SQL, actor, id).bind(lease_seconds)).await
+        self.run_held(self.held_query(&HEARTBEAT_SQL, actor, id.to_string()).bind(lease_seconds)).await
     }
 
     pub(crate) async fn complete_held(&self, actor: &Actor, id: &str, result: &Option<Value>) -> Result<Option<Todo>> {
-        self.run_held(self.held_query(&COMPLETE_SQL, actor, id).bind(result.clone())).await
+        self.run_held(self.held_query(&COMPLETE_SQL, actor, id.to_string()).bind(result.clone())).await
     }
 
     pub(crate) async fn fail_held(&self, actor: &Actor, id: &str, result: &Option<Value>) -> Result<Option<Todo>> {
-        let query = self.held_query(&FAIL_SQL, actor, id).bind(result.clone()).bind(BACKOFF_SECONDS.as_slice());
+        let query =
+            self.held_query(&FAIL_SQL, actor, id.to_string()).bind(result.clone()).bind(BACKOFF_SECONDS.as_slice());
         self.run_held(query).await
     }
 
     pub(crate) async fn release_held(&self, actor: &Actor, id: &str) -> Result<Option<Todo>> {
-        self.run_held(self.held_query(&RELEASE_SQL, actor, id)).await
+        self.run_held(self.held_query(&RELEASE_SQL, actor, id.to_string())).await
+    }
+
+    /// `COMPLETE_MANY`: the completed todos in id order, or none when the caller does not hold
+    /// every one of `ids` right now.
+    pub(crate) async fn complete_many_held(
+        &self,
+        actor: &Actor,
+        ids: &[String],
+        result: &Option<Value>,
+    ) -> Result<Vec<Todo>> {
+        let query = self.held_query(&COMPLETE_MANY_SQL, actor, ids.to_vec()).bind(result.clone());
+        let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+        rows.into_iter().map(TodoRow::into_todo).collect()
     }
 }

@@ -69,25 +69,66 @@ impl PgStore {
             return Ok(todo);
         }
         let mut tx = self.begin().await?;
-        let outcome = async {
-            let (_, now) = self.lock_held(&mut tx, actor, id).await?;
-            // The attempt is closed in the same statement (one round trip fewer, issue #15).
-            let row: TodoRow = sqlx::query_as(composed_sql!(
-                "WITH closed AS (UPDATE todo_attempts SET ended_at = $3, outcome = 'completed' \
-                                  WHERE todo_id = $1 AND ended_at IS NULL) \
-                 UPDATE todos t SET state = 'done', result = $2, completed_at = $3, lease_expires_at = NULL, updated_at = $3 \
-                 WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
-            ))
-            .bind(id)
-            .bind(&result)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_error)?;
-            row.into_todo()
-        }
-        .await;
+        let outcome = self.complete_locked(&mut tx, actor, id, &result).await;
         finish(tx, outcome).await
+    }
+
+    /// `complete {ids}` (issue #31 item 2): one statement when the caller holds every todo;
+    /// otherwise one transaction that completes them one by one in `ids` order and rolls back
+    /// at the first refusal, which names its `id` (the leases may have come back in between,
+    /// and then it completes them all).
+    pub(crate) async fn complete_many_tx(
+        &self,
+        actor: &Actor,
+        ids: &[String],
+        result: Option<Value>,
+    ) -> Result<Vec<Todo>> {
+        models::todo::validate_ids(ids)?;
+        let mut todos = self.complete_many_held(actor, ids, &result).await?;
+        if todos.is_empty() {
+            let mut tx = self.begin().await?;
+            let outcome = async {
+                let mut todos = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let todo = self.complete_locked(&mut tx, actor, id, &result).await;
+                    todos.push(todo.map_err(|error| error.with("id", id.as_str()))?);
+                }
+                Ok(todos)
+            }
+            .await;
+            todos = finish(tx, outcome).await?;
+        }
+        // Answered in `ids` order (the statement returns them in lock order).
+        todos.sort_by_key(|todo| ids.iter().position(|id| *id == todo.id));
+        for todo in &todos {
+            self.counters.completed(&todo.identity.queue, "complete");
+        }
+        Ok(todos)
+    }
+
+    /// Complete's step-by-step form inside `tx`: the lease checked under the row lock, then the
+    /// todo done and its attempt closed in one statement (one round trip fewer, issue #15).
+    async fn complete_locked(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        actor: &Actor,
+        id: &str,
+        result: &Option<Value>,
+    ) -> Result<Todo> {
+        let (_, now) = self.lock_held(tx, actor, id).await?;
+        let row: TodoRow = sqlx::query_as(composed_sql!(
+            "WITH closed AS (UPDATE todo_attempts SET ended_at = $3, outcome = 'completed' \
+                              WHERE todo_id = $1 AND ended_at IS NULL) \
+             UPDATE todos t SET state = 'done', result = $2, completed_at = $3, lease_expires_at = NULL, updated_at = $3 \
+             WHERE t.id = $1 RETURNING {TODO_COLUMNS}"
+        ))
+        .bind(id)
+        .bind(result)
+        .bind(now)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_error)?;
+        row.into_todo()
     }
 
     /// Below `max_attempts` the todo parks with a backoff; at it, it is dead-lettered.

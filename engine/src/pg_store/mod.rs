@@ -32,6 +32,7 @@ mod admission;
 mod batch;
 mod board_reads;
 mod claim;
+mod claim_many;
 mod claim_unbudgeted;
 mod groups;
 mod held;

@@ -8,8 +8,8 @@ use models::presence::{Override, Shift};
 use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach};
 use models::store::{
-    AgentLookup, AuditRecord, ClaimNext, Claimed, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission, Store,
-    SweepReport, TodoQuery,
+    AgentLookup, AuditRecord, ClaimNext, Claimed, ClaimedMany, NewEndpoint, PolicyActor, PolicyDetail, QueueAdmission,
+    Store, SweepReport, TodoQuery,
 };
 use models::store::{OverrideBy, PresenceView};
 use models::todo::{Created, NewTodo, Todo};
@@ -132,6 +132,16 @@ impl Store for PgStore {
         self.claim_next_tx(actor, queues, lease_seconds).await
     }
 
+    async fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        self.claim_next_many_tx(actor, queues, lease_seconds, max).await
+    }
+
     async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
         self.claim_tx(actor, id, lease_seconds).await
     }
@@ -142,6 +152,10 @@ impl Store for PgStore {
 
     async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         self.complete_tx(actor, id, result).await
+    }
+
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        self.complete_many_tx(actor, ids, result).await
     }
 
     async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {

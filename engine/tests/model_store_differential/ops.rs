@@ -32,6 +32,13 @@ pub(crate) enum Op {
         queues: Vec<usize>,
         lease: i64,
     },
+    /// `claim_next {max}` (issue #31 item 2).
+    ClaimNextMany {
+        actor: usize,
+        queues: Vec<usize>,
+        lease: i64,
+        max: usize,
+    },
     Claim {
         actor: usize,
         todo: usize,
@@ -45,6 +52,12 @@ pub(crate) enum Op {
     Complete {
         actor: usize,
         todo: usize,
+        result: Option<Value>,
+    },
+    /// `complete {ids}` (issue #31 item 2).
+    CompleteMany {
+        actor: usize,
+        todos: Vec<usize>,
         result: Option<Value>,
     },
     Fail {

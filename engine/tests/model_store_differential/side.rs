@@ -335,6 +335,13 @@ impl<S: Corruptible> Side<S> {
             Op::ClaimNext { actor, queues: q, lease } => {
                 format!("{:?}", store.claim_next(who(actor), &queues(q), *lease).await)
             }
+            Op::ClaimNextMany { actor, queues: q, lease, max } => {
+                format!("{:?}", store.claim_next_many(who(actor), &queues(q), *lease, *max).await)
+            }
+            Op::CompleteMany { actor, todos, result } => {
+                let ids: Vec<String> = todos.iter().map(id).collect();
+                format!("{:?}", store.complete_many(who(actor), &ids, result.clone()).await)
+            }
             Op::Claim { actor, todo, lease } => format!("{:?}", store.claim(who(actor), &id(todo), *lease).await),
             Op::Heartbeat { actor, todo, lease } => {
                 format!("{:?}", store.heartbeat(who(actor), &id(todo), *lease).await)

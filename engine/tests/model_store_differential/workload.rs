@@ -35,13 +35,31 @@ impl Workload {
             0..20 => Op::Advance(advance(rng)),
             20..52 => create(&mut self.made, rng),
             52..58 => Op::CreateBatch((0..rng.random_range(1..=4)).map(|_| create(&mut self.made, rng)).collect()),
-            58..90 => claim_next(rng, lease),
+            58..84 => claim_next(rng, lease),
+            84..90 => match claim_next(rng, lease) {
+                Op::ClaimNext { actor, queues, lease } => {
+                    Op::ClaimNextMany { actor, queues, lease, max: rng.random_range(1..=6) }
+                }
+                other => other,
+            },
             90..100 => Op::Claim { actor: rng.random_range(0..4), todo: any_todo(rng), lease },
             100..107 => {
                 let (actor, todo) = held(rng);
                 Op::Heartbeat { actor, todo, lease }
             }
-            107..120 => {
+            107..110 => {
+                // Mostly the todos one actor holds, sometimes with one it does not (none ends).
+                let actor = held(rng).0;
+                let mut todos: Vec<usize> =
+                    claimed.iter().filter(|(holder, _)| *holder == actor).map(|(_, todo)| *todo).collect();
+                if todos.is_empty() || rng.random_bool(0.3) {
+                    todos.push(any_todo(rng));
+                }
+                todos.sort_unstable();
+                todos.dedup();
+                Op::CompleteMany { actor, todos, result: rng.random_bool(0.5).then(|| json!({"ok": true})) }
+            }
+            110..120 => {
                 let (actor, todo) = held(rng);
                 Op::Complete { actor, todo, result: rng.random_bool(0.5).then(|| json!({"ok": true})) }
             }

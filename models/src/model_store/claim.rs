@@ -13,7 +13,7 @@ use crate::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
 use crate::scope::Actor;
-use crate::store::{ClaimNext, Claimed};
+use crate::store::{ClaimNext, Claimed, ClaimedMany};
 use crate::todo::{Todo, TodoState};
 use chrono::{DateTime, Duration, Utc};
 
@@ -43,12 +43,54 @@ impl ModelStore {
             return Ok(ClaimNext::Empty { deferred: vec![] });
         }
         let mut state = self.lock();
+        self.claim_next_locked(&mut state, actor, queues, lease_seconds)
+    }
+
+    /// `claim_next_many` (issue #31 item 2): `claim_next` up to `max` times under the one lock,
+    /// each claim decided and charged in turn; the first that finds nothing ends it with its
+    /// deferred list. An error after some claims answers those claims (they stand, as the
+    /// engine's committed ones do).
+    pub(super) fn claim_next_many_tx(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        let mut many = ClaimedMany::default();
+        if queues.is_empty() {
+            return Ok(many);
+        }
+        let mut state = self.lock();
+        while many.claimed.len() < max {
+            match self.claim_next_locked(&mut state, actor, queues, lease_seconds) {
+                Ok(ClaimNext::Claimed(claimed)) => many.claimed.push(*claimed),
+                Ok(ClaimNext::Empty { deferred }) => {
+                    many.deferred = deferred;
+                    break;
+                }
+                Err(error) if many.claimed.is_empty() => return Err(error),
+                Err(_) => break,
+            }
+        }
+        Ok(many)
+    }
+
+    /// One `claim_next` with the state locked: the oldest candidate, claimed at once when its
+    /// queue has no policy, else the budgeted path.
+    fn claim_next_locked(
+        &self,
+        state: &mut State,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+    ) -> Result<ClaimNext> {
         let now = self.clock.now();
         let Some(candidate) = state.pick_candidate(queues, &[], now) else {
             return Ok(ClaimNext::Empty { deferred: vec![] });
         };
         if state.policy_of(&candidate.identity).is_some() {
-            return self.claim_next_budgeted(&mut state, actor, queues, lease_seconds);
+            return self.claim_next_budgeted(state, actor, queues, lease_seconds);
         }
         // REQ-1 "No policy, no change": no admission row read beyond the lookup, none written.
         let (todo, _) = state.claim_locked(actor, &candidate.id, now, lease_seconds, None)?;

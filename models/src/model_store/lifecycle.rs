@@ -40,17 +40,28 @@ impl ModelStore {
     pub(super) fn complete_tx(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         let mut state = self.lock();
         let (_, now) = self.held(&state, actor, id)?;
-        let todo = state.todo_mut(id)?;
-        todo.state = TodoState::Done;
-        todo.result = result;
-        todo.completed_at = Some(now);
-        todo.lease_expires_at = None;
-        todo.updated_at = now;
-        let todo = todo.clone();
-        state.close_attempt(id, now, "completed");
+        let todo = complete_held(&mut state, id, result, now)?;
         drop(state);
         self.counters.completed(&todo.identity.queue, "complete");
         Ok(todo)
+    }
+
+    /// Complete of several held todos (issue #31 item 2): every id is checked as `complete`
+    /// checks it before any is completed, so one refusal (naming its `id`) completes none.
+    pub(super) fn complete_many_tx(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        crate::todo::validate_ids(ids)?;
+        let mut state = self.lock();
+        let now = self.clock.now();
+        for id in ids {
+            self.held(&state, actor, id).map_err(|error| error.with("id", id.as_str()))?;
+        }
+        let todos =
+            ids.iter().map(|id| complete_held(&mut state, id, result.clone(), now)).collect::<Result<Vec<Todo>>>()?;
+        drop(state);
+        for todo in &todos {
+            self.counters.completed(&todo.identity.queue, "complete");
+        }
+        Ok(todos)
     }
 
     /// Fail: parked with a backoff below `max_attempts`, dead-lettered at it (REQ-3: no refund).
@@ -169,4 +180,17 @@ impl ModelStore {
         }
         requeued.len() as u64
     }
+}
+
+/// Completes a todo `held` found the caller holding, closing its attempt at `now`.
+fn complete_held(state: &mut State, id: &str, result: Option<Value>, now: DateTime<Utc>) -> Result<Todo> {
+    let todo = state.todo_mut(id)?;
+    todo.state = TodoState::Done;
+    todo.result = result;
+    todo.completed_at = Some(now);
+    todo.lease_expires_at = None;
+    todo.updated_at = now;
+    let todo = todo.clone();
+    state.close_attempt(id, now, "completed");
+    Ok(todo)
 }

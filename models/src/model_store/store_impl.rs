@@ -11,8 +11,9 @@ use crate::presence::{Override, Shift};
 use crate::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use crate::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use crate::store::{
-    AgentLookup, ApiToken, AuditRecord, ClaimNext, Claimed, Ingested, NewEndpoint, OverrideBy, PolicyActor,
-    PolicyDetail, PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute, WebhookSummary,
+    AgentLookup, ApiToken, AuditRecord, ClaimNext, Claimed, ClaimedMany, Ingested, NewEndpoint, OverrideBy,
+    PolicyActor, PolicyDetail, PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+    WebhookSummary,
 };
 use crate::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
@@ -124,6 +125,16 @@ impl Store for ModelStore {
         self.claim_next_tx(actor, queues, lease_seconds)
     }
 
+    async fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        self.claim_next_many_tx(actor, queues, lease_seconds, max)
+    }
+
     async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
         self.claim_tx(actor, id, lease_seconds)
     }
@@ -134,6 +145,10 @@ impl Store for ModelStore {
 
     async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
         self.complete_tx(actor, id, result)
+    }
+
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        self.complete_many_tx(actor, ids, result)
     }
 
     async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
