@@ -4,6 +4,7 @@
 //! Its own module so the transport (`mcp`) and the tool bodies (`tools`) share one list; it must
 //! not run a tool.
 
+use models::limits::CLAIMS_PER_CALL_MAX;
 use models::scope::AgentScope;
 use serde_json::{Value, json};
 use std::sync::LazyLock;
@@ -26,11 +27,15 @@ fn build_tool_catalog() -> Vec<Tool> {
     let lease =
         json!({ "type": "integer", "minimum": 1, "maximum": 86400, "description": "lease in seconds (default 300)" });
     let queue = json!({ "type": "string", "description": "one of this endpoint's granted queues" });
+    let ids = json!({ "type": "array", "items": { "type": "string" }, "minItems": 1, "maxItems": CLAIMS_PER_CALL_MAX,
+        "uniqueItems": true, "description": "todo ids you hold, completed together or not at all" });
     vec![
         (
             "claim_next",
-            "Claim the oldest claimable todo across your granted queues (or one named queue).",
-            json!({ "type": "object", "properties": { "queue": queue, "lease_ttl_seconds": lease }, "additionalProperties": false }),
+            "Claim the oldest claimable todo across your granted queues (or one named queue); with max, up to that many in one call, each admitted and charged in turn.",
+            json!({ "type": "object", "properties": { "queue": queue, "lease_ttl_seconds": lease,
+                "max": { "type": "integer", "minimum": 1, "maximum": CLAIMS_PER_CALL_MAX, "description": "claims to make at most (default 1); above 1 the answer lists them as todos" } },
+                "additionalProperties": false }),
         ),
         (
             "claim",
@@ -44,8 +49,9 @@ fn build_tool_catalog() -> Vec<Tool> {
         ),
         (
             "complete",
-            "Mark a todo you hold as done, with an optional result.",
-            json!({ "type": "object", "properties": { "id": id, "result": {}, "summary": { "type": "string" } }, "required": ["id"], "additionalProperties": false }),
+            "Mark a todo you hold as done, with an optional result; ids completes several at once, all or none.",
+            json!({ "type": "object", "properties": { "id": id, "ids": ids, "result": {}, "summary": { "type": "string" } },
+                "oneOf": [{ "required": ["id"] }, { "required": ["ids"] }], "additionalProperties": false }),
         ),
         (
             "fail",

@@ -16,8 +16,10 @@ use models::error::{Error, Result};
 use models::identity::{QueueIdentity, validate_queue_name};
 use models::presence::Presence;
 use models::scope::{Actor, AgentScope};
-use models::store::{ClaimNext, OverrideBy, PolicyActor, QueueAdmission, Store, TodoQuery, TodoSet};
-use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
+use models::store::{
+    ClaimNext, ClaimedMany, DeferredQueue, OverrideBy, PolicyActor, QueueAdmission, Store, TodoQuery, TodoSet,
+};
+use models::todo::{CreatedByKind, NewTodo, TodoState, claims_max, lease_seconds, validate_ids};
 use serde_json::{Value, json};
 
 /// A granted tool's answer. Unknown names are `invalid_argument`, ungranted ones `forbidden`.
@@ -52,16 +54,25 @@ pub(super) async fn call_tool<S: Store>(
     }
 }
 
+/// `claim_next {queue?, lease_ttl_seconds?, max?}`. Without `max` (or with 1) the answer is the
+/// single claim's; with `max` over 1, up to that many claims made in turn (issue #31 item 2),
+/// answered as `{todos: [{todo, admission?}], empty: false}`, with the deferred list when a queue
+/// holding pending work ended it short.
 async fn claim_next_tool<S: Store>(
     state: &AppState<S>,
     agent: &AgentScope,
     actor: &Actor,
     args: &Args<'_>,
 ) -> Result<Value> {
-    args.only(&["queue", "lease_ttl_seconds"])?;
+    args.only(&["queue", "lease_ttl_seconds", "max"])?;
     let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+    let max = claims_max(args.opt_i64("max")?)?;
     let queues = agent.narrow(args.opt_str("queue")?)?;
     // The store watches every queue it defers, on every surface (REQ-8, issue #28).
+    if max > 1 {
+        let many = state.store.claim_next_many(actor, &queues, lease, max).await?;
+        return Ok(claimed_many_json(&many));
+    }
     let outcome = state.store.claim_next(actor, &queues, lease).await?;
     match outcome {
         ClaimNext::Claimed(claimed) => {
@@ -71,13 +82,29 @@ async fn claim_next_tool<S: Store>(
             }
             Ok(body)
         }
-        // `deferred` appears only when a granted queue holds pending work it cannot admit
-        // now; a bare `empty: true` still means there is no pending work at all.
-        ClaimNext::Empty { deferred } if deferred.is_empty() => Ok(json!({ "empty": true })),
-        ClaimNext::Empty { deferred } => {
-            Ok(json!({ "empty": true, "deferred": deferred.iter().map(deferred_json).collect::<Vec<_>>() }))
-        }
+        ClaimNext::Empty { deferred } => Ok(empty_json(&deferred)),
     }
+}
+
+/// An empty claim's answer. `deferred` appears only when a granted queue holds pending work it
+/// cannot admit now; a bare `empty: true` still means there is no pending work at all.
+fn empty_json(deferred: &[DeferredQueue]) -> Value {
+    if deferred.is_empty() {
+        return json!({ "empty": true });
+    }
+    json!({ "empty": true, "deferred": deferred.iter().map(deferred_json).collect::<Vec<_>>() })
+}
+
+/// `claim_next {max > 1}`'s answer: the claims in turn, or the empty answer when none was made.
+fn claimed_many_json(many: &ClaimedMany) -> Value {
+    if many.claimed.is_empty() {
+        return empty_json(&many.deferred);
+    }
+    let mut body = json!({ "todos": many.claimed.iter().map(claimed_json).collect::<Vec<_>>(), "empty": false });
+    if let (false, Some(map)) = (many.deferred.is_empty(), body.as_object_mut()) {
+        map.insert("deferred".into(), many.deferred.iter().map(deferred_json).collect());
+    }
+    body
 }
 
 async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_>) -> Result<Value> {
@@ -96,6 +123,7 @@ async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, name: &str, args:
             let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
             store.heartbeat(actor, args.str("id")?, lease).await?
         }
+        "complete" if args.opt_value("ids").is_some() => return complete_many_tool(store, actor, args).await,
         "complete" | "fail" => {
             args.only(&["id", "result", "summary"])?;
             let result = outcome_value(args)?;
@@ -113,6 +141,17 @@ async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, name: &str, args:
         }
     };
     Ok(todo_json(&todo, false))
+}
+
+/// `complete {ids, result?, summary?}` (issue #31 item 2): every listed todo the caller holds,
+/// done in one transaction with the same result, or none (the refusal names the `id`).
+async fn complete_many_tool<S: Store>(store: &S, actor: &Actor, args: &Args<'_>) -> Result<Value> {
+    args.only(&["ids", "result", "summary"])?;
+    let result = outcome_value(args)?;
+    let ids: Vec<String> = args.opt_str_list("ids")?.unwrap_or_default().into_iter().map(str::to_string).collect();
+    validate_ids(&ids)?;
+    let todos = store.complete_many(actor, &ids, result).await?;
+    Ok(json!({ "todos": todos.iter().map(|todo| todo_json(todo, false)).collect::<Vec<_>>() }))
 }
 
 /// `list_todos {queue?, state?, limit?}`: newest first, within the grant.
