@@ -190,7 +190,7 @@ async fn seed(store: &PgStore, jobs: i64, budgeted: bool) -> (Actor, Vec<QueueId
     .expect("todos");
     // The todos seeded, not `todo_attempts`: analysed while empty, it would get plans that scan it
     // whole on every claim and complete until autovacuum analyses it again, a state no deployment
-    // reaches by itself (docs/architecture.md, "What bounds the claim loop's speed").
+    // reaches by itself (docs/benchmarks.md, "The attempts table's statistics").
     sqlx::query("ANALYZE todos").execute(store.pool()).await.expect("analyze");
     (endpoint.actor, endpoint.granted)
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// A seed is hundreds of HTTP requests through hyper, axum and JSON on both ends, each allocating
 /// as it goes: glibc's malloc and free took about a fifth of a seed's instructions under
-/// callgrind, and mimalloc answers them faster (`docs/architecture.md` has the rates).
+/// callgrind, and mimalloc answers them faster (`docs/benchmarks.md` has the rates).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

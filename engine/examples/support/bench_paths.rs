@@ -42,7 +42,7 @@ pub async fn seed_path(store: &PgStore, path: ClaimPath, admitted_todos: i64) ->
     insert_todos(store, &endpoint.id, std::slice::from_ref(&admitted), admitted_todos, "0 seconds").await;
     // The tables seeded, not `todo_attempts`: analysed while empty, it would get plans that scan
     // it whole on every claim and complete until autovacuum analyses it again, a state no
-    // deployment reaches by itself (docs/architecture.md, "What bounds the claim loop's speed").
+    // deployment reaches by itself (docs/benchmarks.md, "The attempts table's statistics").
     sqlx::query("ANALYZE todos, admission_policies, admission_windows").execute(store.pool()).await.expect("analyze");
     endpoint
 }
