@@ -15,6 +15,10 @@
 //!   the tail of some repository path). A bare file name with a source extension (`world.rs`,
 //!   `queue.html`) must be the name of some file. `*` matches within one path segment. Build and
 //!   runtime directories (`target/`, `.switchboard/`) are not the repository and are not checked.
+//! - **Nothing outside the repository**: a path or link that climbs above the repository root
+//!   (`../…` from the document's directory) or an absolute path under [`OUTSIDE_ROOTS`] is
+//!   refused even if it exists on this machine; a reader of the repository has only the
+//!   repository. Routes (`/api/v1/…`) are not paths.
 //! - **A function**, which must be defined somewhere in the workspace's `.rs` files:
 //!   `fn name`; `name()` (empty parentheses; PostgreSQL's own functions are listed in
 //!   [`SQL_FUNCTIONS`]); a path `a::b::name` whose last segment is lower case (a function or a
@@ -35,6 +39,9 @@ const SQL_FUNCTIONS: &[&str] = &["clock_timestamp", "now"];
 
 /// This file: its bogus citations must not count as definitions.
 const THIS_TEST: &str = "tests/docs_cite_real_code.rs";
+
+/// Absolute paths that name this machine's files, never the repository's.
+const OUTSIDE_ROOTS: &[&str] = &["/work/", "/home/", "/root/", "/tmp/"];
 
 /// Directories the repository produces or uses at run time, not part of its sources.
 const NOT_SOURCES: &[&str] = &[".git", "target", ".switchboard", "node_modules"];
@@ -87,8 +94,9 @@ fn a_bogus_citation_is_reported_with_its_document_line_and_name() {
     let text = "intro\n`engine/src/no_such_file.rs` and `fn no_such_function`\n\
                 `no_such_call()`, `models::admission::no_such_rule`, `req99_no_such_test`\n\
                 `no_such_file.html`, `nowhere_tx`, `no_such_macro!`, [gone](gone.md)\n\
+                `../../shared/contract.md`, `/work/shared/STYLE.md`, [up](../../x.md), `/api/v1/todos`\n\
                 ```\n`fenced_code_is_not_read_at_all_here()`\n```\n\
-                `engine/src/pg_store/claim.rs`, `decide()`, `models::admission::decide`, `req1_*`\n";
+                `engine/src/pg_store/claim.rs`, `../models/README.md`, `decide()`, `models::admission::decide`, `req1_*`\n";
     let drifts = check_document(&repository, "docs/bogus.md", text);
     let cited: Vec<(&str, usize)> = drifts.iter().map(|drift| (drift.cited.as_str(), drift.line_number)).collect();
     assert_eq!(
@@ -103,6 +111,9 @@ fn a_bogus_citation_is_reported_with_its_document_line_and_name() {
             ("nowhere_tx", 4),
             ("no_such_macro!", 4),
             ("gone.md", 4),
+            ("../../shared/contract.md", 5),
+            ("/work/shared/STYLE.md", 5),
+            ("../../x.md", 5),
         ]
     );
 }
@@ -213,7 +224,7 @@ fn check_document(repository: &Repository, document: &str, text: &str) -> Vec<Dr
     };
     let document_directory = document.rsplit_once('/').map_or("", |(directory, _)| directory);
     for (line_number, span) in code_spans(text) {
-        report(line_number, &span, check_span(repository, &span));
+        report(line_number, &span, check_span(repository, document_directory, &span));
     }
     for (line_number, target) in link_targets(text) {
         let resolved = normalise(&format!("{document_directory}/{target}"));
@@ -231,9 +242,9 @@ fn check_document(repository: &Repository, document: &str, text: &str) -> Vec<Dr
 }
 
 /// What is wrong with one backticked span, if it is a citation at all.
-fn check_span(repository: &Repository, span: &str) -> Option<String> {
+fn check_span(repository: &Repository, document_directory: &str, span: &str) -> Option<String> {
     let first_word = span.split_whitespace().next()?;
-    if let Some(why) = check_path(repository, first_word) {
+    if let Some(why) = check_path(repository, document_directory, first_word) {
         return Some(why);
     }
     if span.contains(char::is_whitespace) && !span.starts_with("fn ") {
@@ -261,7 +272,16 @@ fn check_span(repository: &Repository, span: &str) -> Option<String> {
 }
 
 /// What is wrong with a word that looks like a repository path, if it is one.
-fn check_path(repository: &Repository, word: &str) -> Option<String> {
+fn check_path(repository: &Repository, document_directory: &str, word: &str) -> Option<String> {
+    if OUTSIDE_ROOTS.iter().any(|root| word.starts_with(root)) {
+        return Some("an absolute path outside the repository".to_string());
+    }
+    if word.starts_with("../") {
+        return match normalise(&format!("{document_directory}/{word}")) {
+            None => Some("the path leaves the repository".to_string()),
+            Some(path) => check_path(repository, "", &path),
+        };
+    }
     if word.contains("://") || word.starts_with('/') || word.starts_with("..") || word.starts_with('~') {
         return None;
     }
