@@ -50,11 +50,15 @@ impl SimStore for BridgeStore {
         .unwrap_or_else(|e| panic!("set-up: human {e}"))
     }
 
+    /// The slug has the stores' shape, the name and 8 hex digits, so it is as long as the
+    /// model's: a request naming the team is then the same size on both stores, and a large one
+    /// (a batched create) splits into the same TCP segments, each with its seeded latency.
     fn add_team(&self, name: &str, owner_human_id: &str) -> (String, String) {
         let (name, owner) = (name.to_string(), owner_human_id.to_string());
         self.call(move |s| async move {
             let (id, slug): (String, String) = sqlx::query_as(
-                "INSERT INTO teams (id, slug, name) VALUES ('tm_' || md5($1), $1, $1) RETURNING id, slug",
+                "INSERT INTO teams (id, slug, name) VALUES ('tm_' || md5($1), $1 || '-' || left(md5($1), 8), $1) \
+                 RETURNING id, slug",
             )
             .bind(&name)
             .fetch_one(s.pool())
