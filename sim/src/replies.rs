@@ -104,6 +104,8 @@ pub enum ReplySummary {
         status: u16,
         body: Value,
     },
+    /// A `{todos: [todo, ...]}` answer (`complete {ids}`), each todo as `State` shows it.
+    Todos(Vec<ReplySummary>),
     Network(String),
 }
 
@@ -115,6 +117,14 @@ impl ReplySummary {
                 state: body["todo"]["state"].clone(),
                 attempt: body["todo"]["attempt"].clone(),
             },
+            Reply::Http(200, body) if body["todos"].is_array() => ReplySummary::Todos(
+                body["todos"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|todo| ReplySummary::of(&Reply::Http(200, todo.clone())))
+                    .collect(),
+            ),
             Reply::Http(200, body) if body.get("state").is_some() => ReplySummary::State {
                 title: body["title"].clone(),
                 state: body["state"].clone(),
@@ -142,6 +152,10 @@ impl fmt::Display for ReplySummary {
             }
             ReplySummary::Error { status, extras } | ReplySummary::Http { status, body: extras } => {
                 write!(f, "http {status} {extras}")
+            }
+            ReplySummary::Todos(todos) => {
+                let listed: Vec<String> = todos.iter().map(ReplySummary::to_string).collect();
+                write!(f, "[{}]", listed.join("; "))
             }
             ReplySummary::Network(problem) => write!(f, "network: {problem}"),
         }
@@ -171,28 +185,27 @@ pub enum ClaimReply {
         lease: Value,
         admission: Value,
     },
+    /// `claim_next {max}`'s claims (each `Claimed`), and the queues that ended it short.
+    Many {
+        claims: Vec<ClaimReply>,
+        deferred: Vec<Deferred>,
+    },
     Other(ReplySummary),
 }
 
 impl ClaimReply {
     pub fn of(reply: &Reply) -> ClaimReply {
         match reply {
-            Reply::Http(200, body) if body["empty"] == json!(true) => {
-                let deferred = body["deferred"]
+            Reply::Http(200, body) if body["empty"] == json!(true) => ClaimReply::Empty { deferred: deferred_of(body) },
+            Reply::Http(200, body) if body["todos"].is_array() => ClaimReply::Many {
+                claims: body["todos"]
                     .as_array()
-                    .map(|list| {
-                        list.iter()
-                            .map(|d| Deferred {
-                                queue: d["queue"].clone(),
-                                reason: d["reason"].clone(),
-                                pending: d["pending"].clone(),
-                                next_eligible_at: d["next_eligible_at"].clone(),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                ClaimReply::Empty { deferred }
-            }
+                    .into_iter()
+                    .flatten()
+                    .map(|claim| ClaimReply::of(&Reply::Http(200, claim.clone())))
+                    .collect(),
+                deferred: deferred_of(body),
+            },
             Reply::Http(200, body) => ClaimReply::Claimed {
                 title: body["todo"]["title"].clone(),
                 queue: body["todo"]["queue"].clone(),
@@ -206,7 +219,7 @@ impl ClaimReply {
 
     /// Whether a todo was claimed.
     pub fn claimed(&self) -> bool {
-        matches!(self, ClaimReply::Claimed { .. })
+        matches!(self, ClaimReply::Claimed { .. } | ClaimReply::Many { .. })
     }
 
     /// Why the claim was refused, one reason per deferred queue (none for a claim, an ordinary
@@ -216,7 +229,9 @@ impl ClaimReply {
             reason.as_str().filter(|r| REFUSAL_REASONS.contains(r))
         }
         match self {
-            ClaimReply::Empty { deferred } => deferred.iter().filter_map(|d| known(&d.reason)).collect(),
+            ClaimReply::Empty { deferred } | ClaimReply::Many { deferred, .. } => {
+                deferred.iter().filter_map(|d| known(&d.reason)).collect()
+            }
             ClaimReply::Other(ReplySummary::Error { extras, .. }) => known(&extras["reason"]).into_iter().collect(),
             _ => vec![],
         }
@@ -226,12 +241,10 @@ impl ClaimReply {
 impl fmt::Display for ClaimReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClaimReply::Empty { deferred } => {
-                let listed: Vec<String> = deferred
-                    .iter()
-                    .map(|d| format!("{}:{}:{}:{}", d.queue, d.reason, d.pending, d.next_eligible_at))
-                    .collect();
-                write!(f, "empty deferred=[{}]", listed.join(","))
+            ClaimReply::Empty { deferred } => write!(f, "empty deferred=[{}]", listed(deferred)),
+            ClaimReply::Many { claims, deferred } => {
+                let claims: Vec<String> = claims.iter().map(ClaimReply::to_string).collect();
+                write!(f, "{} claims [{}] deferred=[{}]", claims.len(), claims.join("; "), listed(deferred))
             }
             ClaimReply::Claimed { title, queue, attempt, lease, admission } => {
                 write!(f, "claimed {title} q={queue} attempt={attempt} lease={lease} admission={admission}")
@@ -267,6 +280,25 @@ impl fmt::Display for StatusReply {
 }
 
 /// A body without the generated identifiers (ids, slugs, owners), which differ between stores.
+/// The deferred list of a `claim_next` answer (absent: none).
+fn deferred_of(body: &Value) -> Vec<Deferred> {
+    let list = body["deferred"].as_array().into_iter().flatten();
+    list.map(|d| Deferred {
+        queue: d["queue"].clone(),
+        reason: d["reason"].clone(),
+        pending: d["pending"].clone(),
+        next_eligible_at: d["next_eligible_at"].clone(),
+    })
+    .collect()
+}
+
+/// A deferred list as the trace prints it.
+fn listed(deferred: &[Deferred]) -> String {
+    let listed: Vec<String> =
+        deferred.iter().map(|d| format!("{}:{}:{}:{}", d.queue, d.reason, d.pending, d.next_eligible_at)).collect();
+    listed.join(",")
+}
+
 fn scrub(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(

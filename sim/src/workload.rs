@@ -161,7 +161,16 @@ struct Agent {
     slug: String,
     key: String,
     rng: Rng,
+    /// Empty `claim_next` answers in a row: an agent that keeps finding nothing waits longer
+    /// each time (up to `IDLE_PAUSE_MAX_MS`), as a polite poller does.
+    empty_in_a_row: u32,
 }
+
+/// The longest an agent pauses after empty answers in a row.
+const IDLE_PAUSE_MAX_MS: u64 = 12_000;
+
+/// The most todos an agent's `claim_next {max}` asks for.
+const CLAIMS_PER_TURN_MAX: u64 = 5;
 
 /// How long an agent waits for a reply it does not give up on.
 const PATIENT: Duration = Duration::from_secs(3);
@@ -185,37 +194,53 @@ impl Agent {
         }
     }
 
-    /// One turn's request: mostly `claim_next`, sometimes a named claim of a listed todo or an
-    /// `admission_status` read. The claimed todo's id, or None (after a pause) when there is none.
-    async fn try_claim(&mut self) -> Option<String> {
+    /// One turn's request: mostly `claim_next` (usually of several todos at once, issue #31's
+    /// batch claim), sometimes a named claim of a listed todo or an `admission_status` read. The
+    /// claimed todos' ids, or none (after a pause) when there is none.
+    async fn try_claim(&mut self) -> Vec<String> {
         let choice = self.rng.below(100);
         let claimed = if choice < 8 {
-            self.named_claim().await?
+            let Some(reply) = self.named_claim().await else { return vec![] };
+            reply
         } else if choice < 12 {
             let reply = self.tool("admission_status", json!({}), PATIENT).await;
             self.log(TraceEvent::AdmissionStatus(StatusReply::of(&reply)));
             tokio::time::sleep(Duration::from_millis(500)).await;
-            return None;
+            return vec![];
         } else {
             // One claim in twenty gives up almost at once: the client cancels mid-claim.
             let timeout = if self.caller.cancels && self.rng.chance(50) { CANCEL_AFTER } else { PATIENT };
-            let reply = self.tool("claim_next", json!({"lease_ttl_seconds": LEASE_SECONDS}), timeout).await;
+            let mut arguments = json!({"lease_ttl_seconds": LEASE_SECONDS});
+            if !self.rng.chance(300) {
+                arguments["max"] = json!(2 + self.rng.below(CLAIMS_PER_TURN_MAX - 1));
+            }
+            let reply = self.tool("claim_next", arguments, timeout).await;
             self.log(TraceEvent::ClaimNext(ClaimReply::of(&reply)));
             reply
         };
-        match &claimed {
+        let claimed_ids = match &claimed {
             Reply::Http(200, body) if body.get("todo").is_some() => {
-                Some(body["todo"]["id"].as_str().unwrap_or("").to_string())
+                vec![body["todo"]["id"].as_str().unwrap_or("").to_string()]
             }
+            Reply::Http(200, body) if body["todos"].is_array() => body["todos"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|claim| claim["todo"]["id"].as_str().unwrap_or("").to_string())
+                .collect(),
             Reply::Http(200, _) => {
-                tokio::time::sleep(Duration::from_millis(1000 + self.rng.below(3000))).await;
-                None
+                self.empty_in_a_row += 1;
+                let pause_ms = (1000 + self.rng.below(3000)) << self.empty_in_a_row.min(4);
+                tokio::time::sleep(Duration::from_millis(pause_ms.min(IDLE_PAUSE_MAX_MS))).await;
+                return vec![];
             }
             _ => {
                 tokio::time::sleep(Duration::from_millis(500 + self.rng.below(1000))).await;
-                None
+                return vec![];
             }
-        }
+        };
+        self.empty_in_a_row = 0;
+        claimed_ids
     }
 
     /// A named claim of the first pending todo the listing shows; None (after a pause) when the
@@ -236,13 +261,15 @@ impl Agent {
         Some(reply)
     }
 
-    /// Works on the claimed todo (sometimes longer than the lease, so the reaper or a takeover
-    /// gets it), then completes, fails, releases or abandons it.
-    async fn work_and_end(&mut self, id: &str) {
+    /// Works on the claimed todos (sometimes longer than the lease, so the reaper or a takeover
+    /// gets them), then completes them (several with one `complete {ids}`), fails or releases
+    /// each, or abandons them.
+    async fn work_and_end(&mut self, ids: &[String]) {
         let work_ms = self.rng.below(28_000);
         if work_ms > 12_000 && self.rng.chance(300) {
             tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
-            let reply = self.tool("heartbeat", json!({"id": id, "lease_ttl_seconds": LEASE_SECONDS}), PATIENT).await;
+            let reply =
+                self.tool("heartbeat", json!({"id": ids[0], "lease_ttl_seconds": LEASE_SECONDS}), PATIENT).await;
             self.log(TraceEvent::Heartbeat(ReplySummary::of(&reply)));
             tokio::time::sleep(Duration::from_millis(work_ms / 2)).await;
         } else {
@@ -254,8 +281,14 @@ impl Agent {
             85..95 => EndVerb::Release,
             _ => return self.log(TraceEvent::Abandoned),
         };
-        let reply = self.tool(verb.as_str(), json!({"id": id}), PATIENT).await;
-        self.log(TraceEvent::Ended { verb, reply: ReplySummary::of(&reply) });
+        if verb == EndVerb::Complete && ids.len() > 1 {
+            let reply = self.tool("complete", json!({"ids": ids}), PATIENT).await;
+            return self.log(TraceEvent::Ended { verb, reply: ReplySummary::of(&reply) });
+        }
+        for id in ids {
+            let reply = self.tool(verb.as_str(), json!({"id": id}), PATIENT).await;
+            self.log(TraceEvent::Ended { verb, reply: ReplySummary::of(&reply) });
+        }
     }
 }
 
@@ -270,7 +303,7 @@ pub(crate) async fn agent<S: Store>(
     foreign: Option<FleetIds>,
     mut push: Option<AgentPush<S>>,
 ) -> ClientResult {
-    let mut agent = Agent { caller, slug, key, rng: Rng::new(seed) };
+    let mut agent = Agent { caller, slug, key, rng: Rng::new(seed), empty_in_a_row: 0 };
     let mut push_rng = Rng::new(seed ^ 0x7075_7368);
     while sim_time::elapsed() < until {
         if let Some(push) = push.as_mut() {
@@ -279,8 +312,9 @@ pub(crate) async fn agent<S: Store>(
         if let Some(ids) = &foreign {
             agent.probe_foreign(ids).await;
         }
-        if let Some(id) = agent.try_claim().await {
-            agent.work_and_end(&id).await;
+        let claimed = agent.try_claim().await;
+        if !claimed.is_empty() {
+            agent.work_and_end(&claimed).await;
         }
     }
     Ok(())
@@ -355,37 +389,7 @@ pub(crate) async fn producer(
                 redeliver.push((delivery, body));
             }
         } else {
-            let queue = *rng.pick(&QUEUES);
-            let title = data.title();
-            let mut body = json!({"scope": format!("team:{}", principals.team_slug), "queue": queue, "title": title,
-                "idempotency_key": format!("p{index}"), "max_attempts": 3});
-            if let Some(payload) = data.payload() {
-                body["payload"] = payload;
-            }
-            let reply = caller
-                .send(
-                    &mut rng,
-                    Request {
-                        method: "POST",
-                        path: "/api/v1/todos",
-                        bearer: Some(&principals.owner_token),
-                        headers: &[],
-                        body: Some(&body),
-                    },
-                    Duration::from_secs(3),
-                )
-                .await;
-            if let Reply::Http(201, body) = &reply
-                && let Some(id) = body["todo"]["id"].as_str()
-            {
-                fleet_ids.push(id);
-            }
-            let reply = Heard::of(&reply, |status, body| Created {
-                status,
-                deduped: body["deduped"].clone(),
-                title: body["todo"]["title"].clone(),
-            });
-            caller.trace.log(&caller.name, TraceEvent::TodoPushed { title, queue: queue.to_string(), reply });
+            push_todos(&caller, &mut rng, &mut data, &principals, index, &fleet_ids).await;
         }
         if !redeliver.is_empty() && rng.chance(250) {
             let (delivery, body) = redeliver.remove(0);
@@ -396,6 +400,54 @@ pub(crate) async fn producer(
         send_delivery(&caller, &mut rng, &principals, &delivery, &body).await;
     }
     Ok(())
+}
+
+/// One create over the operator API, or (two times in five) a batch of two to six in one list
+/// (issue #15's batched create), each logged as its own push.
+async fn push_todos(
+    caller: &Caller,
+    rng: &mut Rng,
+    data: &mut FakeData,
+    principals: &Principals,
+    index: usize,
+    fleet_ids: &FleetIds,
+) {
+    let count = if rng.chance(400) { 2 + rng.below(5) as usize } else { 1 };
+    let mut items = Vec::with_capacity(count);
+    for item in 0..count {
+        let queue = *rng.pick(&QUEUES);
+        let key = if count == 1 { format!("p{index}") } else { format!("p{index}-{item}") };
+        let mut body = json!({"scope": format!("team:{}", principals.team_slug), "queue": queue,
+            "title": data.title(), "idempotency_key": key, "max_attempts": 3});
+        if let Some(payload) = data.payload() {
+            body["payload"] = payload;
+        }
+        items.push(body);
+    }
+    let body = if count == 1 { items[0].clone() } else { Value::Array(items.clone()) };
+    let request = Request {
+        method: "POST",
+        path: "/api/v1/todos",
+        bearer: Some(&principals.owner_token),
+        headers: &[],
+        body: Some(&body),
+    };
+    let reply = caller.send(rng, request, Duration::from_secs(3)).await;
+    for (at, item) in items.iter().enumerate() {
+        let answer = |body: &Value| if count == 1 { body.clone() } else { body["todos"][at].clone() };
+        if let Reply::Http(201, body) = &reply
+            && let Some(id) = answer(body)["todo"]["id"].as_str()
+        {
+            fleet_ids.push(id);
+        }
+        let reply = Heard::of(&reply, |status, body| Created {
+            status,
+            deduped: answer(body)["deduped"].clone(),
+            title: answer(body)["todo"]["title"].clone(),
+        });
+        let (title, queue) = (item["title"].as_str().unwrap_or("").to_string(), item["queue"].as_str().unwrap_or(""));
+        caller.trace.log(&caller.name, TraceEvent::TodoPushed { title, queue: queue.to_string(), reply });
+    }
 }
 
 async fn send_delivery(caller: &Caller, rng: &mut Rng, principals: &Principals, delivery: &str, body: &str) {
