@@ -3,7 +3,10 @@
 // and the clock stops when the database says none are left. Like `bench_peer`, it reads the
 // cluster's WAL counters (pg_stat_wal) just before the clock starts and after the workers have
 // stopped, each once the connections that wrote have closed and after a pause.
-// Usage: node graphile_worker_drain.js DATABASE_URL WORKERS JOBS   (graphile-worker on NODE_PATH)
+// With BATCHED (`batched`), graphile-worker's batched mode: jobs fetched in batches into a local
+// queue of WORKERS + 1 (its documented recommendation) and completions flushed together
+// (completeJobBatchDelay 0), the peer of Switchboard's claim_next {max} + complete {ids}.
+// Usage: node graphile_worker_drain.js DATABASE_URL WORKERS JOBS [batched]   (graphile-worker on NODE_PATH)
 "use strict";
 const { Logger, makeWorkerUtils, run } = require("graphile-worker");
 
@@ -13,7 +16,8 @@ const REPORT_PAUSE_MS = 1500;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main() {
-  const [url, workersArg, jobsArg] = process.argv.slice(2);
+  const [url, workersArg, jobsArg, mode] = process.argv.slice(2);
+  const batched = mode === "batched";
   const workers = Number(workersArg);
   const jobs = Number(jobsArg);
   if (!url || !(workers > 0) || !(jobs > 0)) {
@@ -48,6 +52,7 @@ async function main() {
     noHandleSignals: true,
     logger: quiet,
     taskList: { noop: async () => {} },
+    ...(batched ? { preset: { worker: { localQueue: { size: workers + 1 }, completeJobBatchDelay: 0 } } } : {}),
   });
   while (await left()) {
     await sleep(POLL_MS);
@@ -56,7 +61,7 @@ async function main() {
   await runner.stop();
   const walAfter = await wal();
   await utils.release();
-  console.log(JSON.stringify({ workers, jobs, seconds, wal_before: walBefore, wal_after: walAfter }));
+  console.log(JSON.stringify({ workers, jobs, batched, seconds, wal_before: walBefore, wal_after: walAfter }));
 }
 
 main().catch((error) => {

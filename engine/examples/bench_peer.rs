@@ -6,8 +6,12 @@
 //!   (a)  — N claimers drain JOBS pending todos from a queue without a policy, each looping
 //!          `claim_next` then `complete` on the engine until the queue is empty;
 //!   (b)  — the same on a queue whose budget never binds;
+//!   (a10) — (a) in batches: `claim_next_many` of up to 10, then `complete_many` of them
+//!          (issue #31 item 2);
 //!   peer — graphile-worker drains JOBS no-op jobs at concurrency N (`ci/peer/graphile_worker_drain.js`,
-//!          run with node when `--peer NODE_MODULES_DIR` names an install of graphile-worker).
+//!          run with node when `--peer NODE_MODULES_DIR` names an install of graphile-worker);
+//!   peer10 — graphile-worker's batched mode (a local queue of N + 1, completions flushed
+//!          together), the peer of (a10).
 //! The work is inserted before the clock starts, and the clock stops when the database says none
 //! is left (asked every 10 ms, whether any is left, the same for both). It prints jobs/s, the ratios (a)/peer and
 //! (b)/(a), and what bounds a durable drain: the cluster's WAL bytes, records and flushes per job
@@ -30,6 +34,8 @@ use std::time::{Duration, Instant};
 
 const JOBS_DEFAULT: i64 = 20_000;
 const WORKERS_DEFAULT: [usize; 3] = [1, 16, 64];
+/// Todos one batched claim asks for in (a10).
+const BATCH: usize = 10;
 /// How often the clock asks the database whether the work is done.
 const POLL: Duration = Duration::from_millis(10);
 /// The node driver for graphile-worker, beside this repository's other benchmark scripts.
@@ -63,15 +69,16 @@ async fn main() {
     );
     // A fresh cluster's first drain also pays for its first WAL segments and catalog vacuums:
     // one unreported drain first, so whichever loop runs first is not charged for them.
-    drain_switchboard(workers.first().copied().unwrap_or(1), jobs, false).await;
+    drain_switchboard(workers.first().copied().unwrap_or(1), jobs, Loop::Single).await;
     for &n in &workers {
-        let a = drain_switchboard(n, jobs, false).await;
-        let b = drain_switchboard(n, jobs, true).await;
-        let p = match &peer {
-            Some(dir) => drain_peer(dir, n, jobs).await,
-            None => None,
+        let a = drain_switchboard(n, jobs, Loop::Single).await;
+        let b = drain_switchboard(n, jobs, Loop::Budgeted).await;
+        let a10 = drain_switchboard(n, jobs, Loop::Batched).await;
+        let (p, p10) = match &peer {
+            Some(dir) => (drain_peer(dir, n, jobs, false).await, drain_peer(dir, n, jobs, true).await),
+            None => (None, None),
         };
-        for (name, run) in [("(a)", Some(a)), ("(b)", Some(b)), ("peer", p)] {
+        for (name, run) in [("(a)", Some(a)), ("(b)", Some(b)), ("(a10)", Some(a10)), ("peer", p), ("peer10", p10)] {
             if let Some(run) = run {
                 println!(
                     "{n:>8} {name:<6} {:>9.0} {:>11.0} {:>12.1} {:>12.3}",
@@ -81,7 +88,14 @@ async fn main() {
         }
         let ratio = |x: Run, y: Run| format!("{:.2}", x.jobs_per_second / y.jobs_per_second);
         let over_peer = p.map_or_else(|| "-".to_string(), |p| ratio(a, p));
-        println!("{n:>8} ratios: (a)/peer {over_peer}   (b)/(a) {}", ratio(b, a));
+        let batched_over_peer = p10.map_or_else(|| "-".to_string(), |p10| ratio(a10, p10));
+        let wal_over_peer =
+            p.map_or_else(|| "-".to_string(), |p| format!("{:.2}", a.wal_records_per_job / p.wal_records_per_job));
+        println!(
+            "{n:>8} ratios: (a)/peer {over_peer} (target >= 1.5)   WAL records (a)/peer {wal_over_peer} (<= 1.0)   \
+             (a10)/peer10 {batched_over_peer} (>= 1.0)   (b)/(a) {} (>= 0.9)",
+            ratio(b, a)
+        );
     }
 }
 
@@ -120,8 +134,18 @@ impl Run {
     }
 }
 
-/// `workers` claimers draining `jobs` todos, budgeted or not.
-async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Run {
+/// How a drain's claimers claim: one at a time on a queue without a policy or with a budget that
+/// never binds, or in batches of `BATCH` without a policy.
+#[derive(Clone, Copy, PartialEq)]
+enum Loop {
+    Single,
+    Budgeted,
+    Batched,
+}
+
+/// `workers` claimers draining `jobs` todos the way `how` says.
+async fn drain_switchboard(workers: usize, jobs: i64, how: Loop) -> Run {
+    let budgeted = how == Loop::Budgeted;
     let db = fresh_database().await;
     let settings = PoolSettings {
         connections_max: workers as u32 + 4,
@@ -142,6 +166,17 @@ async fn drain_switchboard(workers: usize, jobs: i64, budgeted: bool) -> Run {
         .map(|_| {
             let (store, actor, granted) = (store.clone(), actor.clone(), granted.clone());
             tokio::spawn(async move {
+                if how == Loop::Batched {
+                    loop {
+                        let many = store.claim_next_many(&actor, &granted, 300, BATCH).await.expect("claim many");
+                        if many.claimed.is_empty() {
+                            break;
+                        }
+                        let ids: Vec<String> = many.claimed.into_iter().map(|claimed| claimed.todo.id).collect();
+                        store.complete_many(&actor, &ids, None).await.expect("complete many");
+                    }
+                    return;
+                }
                 while let ClaimNext::Claimed(claimed) = store.claim_next(&actor, &granted, 300).await.expect("claim") {
                     store.complete(&actor, &claimed.todo.id, None).await.expect("complete");
                 }
@@ -195,15 +230,16 @@ async fn seed(store: &PgStore, jobs: i64, budgeted: bool) -> (Actor, Vec<QueueId
     (endpoint.actor, endpoint.granted)
 }
 
-/// graphile-worker draining `jobs` on an empty database of the same cluster (the driver reads the
+/// graphile-worker draining `jobs` (in its batched mode when `batched`) on an empty database of the same cluster (the driver reads the
 /// WAL counters around its drain), or None, with the reason on stderr, when node or it fails.
-async fn drain_peer(node_modules: &std::path::Path, workers: usize, jobs: i64) -> Option<Run> {
+async fn drain_peer(node_modules: &std::path::Path, workers: usize, jobs: i64, batched: bool) -> Option<Run> {
     let db = empty_database().await;
     let output = tokio::process::Command::new("node")
         .arg(PEER_SCRIPT)
         .arg(&db.url)
         .arg(workers.to_string())
         .arg(jobs.to_string())
+        .args(batched.then_some("batched"))
         .env("NODE_PATH", node_modules)
         .output()
         .await;
