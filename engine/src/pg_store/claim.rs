@@ -28,7 +28,9 @@
 //! `Headroom::after_claim`) that the reference model applies too. The mutant hunt's seeded bugs
 //! reach this transaction only through the named hooks of `mutant_hooks`. The row locks a named
 //! claim takes (`lock_todo`, step 1; `lock_policy`, steps 2–3) live in `rows`, which lifecycle,
-//! intake and admission share, so no other transaction module imports this one.
+//! intake and admission share, so no other transaction module imports this one. Steps 1–3's
+//! statements are in `claim/pick.rs`, step 6's claim statement in `claim/statement.rs`, and the
+//! read first beside the transaction in `claim/read_first.rs`.
 
 use super::admission::Pending;
 use super::groups::{Member, Turns};
@@ -45,6 +47,13 @@ use models::scope::Actor;
 use models::store::{ClaimNext, Claimed, QueueAdmission};
 use models::todo::{Todo, TodoState};
 use sqlx::{Postgres, Transaction};
+
+mod pick;
+mod read_first;
+mod statement;
+
+pub(crate) use read_first::ReadAhead;
+use statement::{Charge, claim_locked};
 
 /// A candidate locked by step 1. `claim` names a todo that may not be claimable, so it carries
 /// the locked row to check at the clock of step 4; `claim_next` picked a claimable one, and
@@ -84,45 +93,6 @@ struct Refusal {
 /// Steps 2–3's outcome: the policy locked (None: the queue has none), or the database error
 /// that kept it from being read, which refuses this candidate only (REQ-9).
 type PolicyLock = std::result::Result<Option<LockedPolicy>, sqlx::Error>;
-
-/// Step 1's candidate as `candidate_cte` selects it.
-#[derive(sqlx::FromRow)]
-struct CandidateRow {
-    id: String,
-    endpoint_id: Option<String>,
-    team_id: Option<String>,
-    queue: String,
-    takes_over: bool,
-}
-
-impl CandidateRow {
-    fn into_candidate(self) -> Result<Candidate> {
-        let identity = identity_of(self.endpoint_id, self.team_id, self.queue)?;
-        Ok(Candidate { identity, id: self.id, named: None, takes_over: self.takes_over })
-    }
-}
-
-/// Steps 1–3 in one statement: the candidates and their policy row, locked (all policy columns
-/// NULL when the queue has none).
-#[derive(sqlx::FromRow)]
-struct LockedCandidateRow {
-    #[sqlx(flatten)]
-    candidate: CandidateRow,
-    /// The further candidates of the same queue, in claim order, and which are lapsed claims.
-    more_ids: Vec<String>,
-    more_take_over: Vec<bool>,
-    policy_id: Option<String>,
-    #[sqlx(flatten)]
-    limits: PolicyLimitsRow,
-}
-
-/// The claimed todo and, when a window was charged, its usage after the charge.
-#[derive(sqlx::FromRow)]
-struct ClaimedRow {
-    #[sqlx(flatten)]
-    todo: TodoRow,
-    window_used: Option<i32>,
-}
 
 impl PgStore {
     pub(crate) async fn claim_next_tx(
@@ -277,83 +247,6 @@ impl PgStore {
         }
         turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
         Ok(())
-    }
-
-    /// The pre-skip read before the first pick, for a queue set whose last group met a refusal
-    /// (`refused_hint`): every queue's status and the queue of the oldest claimable todo, both
-    /// unlocked (REQ-4's permitted pre-skip; every claim is still decided under the lock). True
-    /// when it stood for the refusal the first pick would have met, which `rounds` then records
-    /// and the counters count; otherwise nothing is recorded and the hint is dropped.
-    ///
-    /// `ahead`, the same reads begun as the group before this one started, stands in for reading
-    /// now. It is older by that group's claim, and used only while younger than
-    /// `READ_AHEAD_AGE_MAX` (a claim that waited long on the policy lock reads again). Its age
-    /// changes nothing REQ-4 relies on: the read excludes queues and decides nothing, every claim
-    /// is still decided under the lock, and a queue it shows deferred that has opened since, or
-    /// lost its policy, gets the one more round before the answer (`ClaimNextRounds::exhausted`
-    /// reads the excluded queues anew). What it can change is the refusals counted: a queue
-    /// deferred when read and open when used counts one the lock would not have met, as an
-    /// unlocked read can at any age. Failed, it is read again.
-    async fn pre_read_first(
-        &self,
-        set: u64,
-        queues: &[QueueIdentity],
-        rounds: &mut ClaimNextRounds,
-        ahead: Option<ReadAhead>,
-    ) -> Result<bool> {
-        let read = match ahead {
-            Some(ahead) => ahead.finish().await,
-            None => None,
-        };
-        let PreRead { statuses, oldest } = match read {
-            Some(read) => read,
-            None => self.pre_read(queues).await?,
-        };
-        let refused = rounds.pre_read_first(mutant_hooks::pre_skip_statuses(statuses), oldest.as_ref());
-        self.counters.claim_pre_read_first(refused.is_some());
-        let Some(refused) = refused else {
-            self.refused_hint.mark(set, false);
-            return Ok(false);
-        };
-        for (identity, reason) in refused {
-            self.counters.refused(&identity.queue, reason);
-        }
-        Ok(true)
-    }
-
-    /// The read first's two unlocked reads, independent of each other: on two connections at once.
-    async fn pre_read(&self, queues: &[QueueIdentity]) -> Result<PreRead> {
-        let (statuses, oldest) =
-            tokio::try_join!(self.queue_admissions_tx(queues, Pending::AnyAtAll), self.oldest_claimable_queue(queues))?;
-        Ok(PreRead { statuses, oldest })
-    }
-
-    /// Begins the read first of the group after the one about to claim, for a queue set whose
-    /// last group met a refusal (the only sets that read first); `None` for any other.
-    pub(crate) fn read_ahead(&self, set: u64, queues: &[QueueIdentity]) -> Option<ReadAhead> {
-        if !self.pre_read_first || !self.refused_hint.contains(set) {
-            return None;
-        }
-        let (store, queues) = (self.clone(), queues.to_vec());
-        Some(ReadAhead {
-            begun: std::time::Instant::now(),
-            task: tokio::spawn(async move { store.pre_read(&queues).await }),
-        })
-    }
-
-    /// The queue of the oldest claimable todo of `queues`, read without locking anything: the
-    /// queue the budgeted path's first pick would try when no other claimer holds that todo. (A
-    /// held one is still seen here, so under contention the read first may count the refusal of
-    /// a queue whose work another claimer holds; the claim and the charges are unaffected.)
-    async fn oldest_claimable_queue(&self, queues: &[QueueIdentity]) -> Result<Option<QueueIdentity>> {
-        let mut binds = Binds::default();
-        let sql = candidate_select(&mut binds, self.now_param(), queues, &[], Lock::None);
-        let row: Option<CandidateRow> =
-            sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-        row.map(|row| row.into_candidate().map(|candidate| candidate.identity)).transpose()
     }
 
     /// Step 6 for a group: one commit for every claim made, then each claimer gets its claim.
@@ -627,97 +520,6 @@ impl PgStore {
             reaper_interval: self.reaper_interval_chrono(),
         })
     }
-
-    /// Steps 1–3 of the budgeted path in one statement: the oldest claimable todo outside the
-    /// excluded queues and up to `wanted - 1` more of its queue, in claim order, locked (`SKIP
-    /// LOCKED`), then that queue's policy looked up by index and locked (blocking). The candidate
-    /// CTEs are materialised and the policy is joined to their result, so every todo lock is
-    /// taken before the policy lock, and no todo lock is ever waited on.
-    async fn pick_candidates(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        queues: &[QueueIdentity],
-        excluded: &[QueueIdentity],
-        wanted: usize,
-    ) -> Result<Option<(Vec<Candidate>, PolicyLock)>> {
-        let mut binds = Binds::default();
-        let head = candidate_cte(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
-        let more = binds.push(wanted.saturating_sub(1) as i64);
-        // The further candidates, read in claim order through the queue's own claim-scan index
-        // with the first candidate's owner and queue as constants (one branch per owner kind;
-        // the other finds nothing), so the scan stops after `more` rows however deep the queue.
-        let more_of = |column: &str| {
-            format!(
-                "SELECT t.id, t.created_at, t.state = 'claimed' AS takes_over FROM todos t, clock \
-                 WHERE t.{column} = (SELECT c.{column} FROM cand c) AND t.queue = (SELECT c.queue FROM cand c) \
-                   AND t.id <> (SELECT c.id FROM cand c) AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-                 ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT {more}"
-            )
-        };
-        let sql = format!(
-            "{head}, \
-             more_endpoint AS MATERIALIZED ({}), \
-             more_team AS MATERIALIZED ({}), \
-             more AS (SELECT * FROM more_endpoint UNION ALL SELECT * FROM more_team), \
-             picked AS MATERIALIZED ( \
-               SELECT cand.*, \
-                 coalesce((SELECT array_agg(more.id ORDER BY more.created_at, more.id) FROM more), '{{}}') AS more_ids, \
-                 coalesce((SELECT array_agg(more.takes_over ORDER BY more.created_at, more.id) FROM more), '{{}}') \
-                   AS more_take_over FROM cand) \
-             SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over, cand.more_ids, \
-               cand.more_take_over, p.id AS policy_id, \
-               p.max_in_flight, p.max_claims_per_window, p.window_period, p.window_tz, p.window_start, \
-               p.window_weekday \
-             FROM picked cand LEFT JOIN LATERAL ( \
-               SELECT p.* FROM admission_policies p \
-               WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
-               FOR UPDATE) p ON true",
-            more_of("endpoint_id"),
-            more_of("team_id"),
-        );
-        let row: Option<LockedCandidateRow> = sqlx::query_as_with(
-            sqlx::AssertSqlSafe(mutant_hooks::pick_candidate_sql(sql)),
-            binds.into_arguments().map_err(db_error)?,
-        )
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_error)?;
-        let Some(row) = row else { return Ok(None) };
-        let policy = row.policy_id.map(|id| LockedPolicy::new(id, &row.limits));
-        let first = row.candidate.into_candidate()?;
-        let identity = first.identity.clone();
-        let more = row.more_ids.into_iter().zip(row.more_take_over).map(|(id, takes_over)| Candidate {
-            id,
-            identity: identity.clone(),
-            named: None,
-            takes_over,
-        });
-        let candidates = std::iter::once(first).chain(more).collect::<Vec<_>>();
-        Ok(Some((candidates, Ok(policy))))
-    }
-
-    /// Steps 1–3 of the budgeted path one statement each, for when the combined statement of
-    /// `pick_candidates` failed: the candidate is locked alone, then its policy (`lock_policy`). A
-    /// database error on the policy then comes back as that queue's failed read, which
-    /// `admit_and_claim` refuses as `admission_unavailable` (REQ-9) and the caller excludes.
-    async fn pick_candidate_step_by_step(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        queues: &[QueueIdentity],
-        excluded: &[QueueIdentity],
-    ) -> Result<Option<(Candidate, PolicyLock)>> {
-        let mut binds = Binds::default();
-        let sql = candidate_select(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
-        let row: Option<CandidateRow> =
-            sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(db_error)?;
-        let Some(row) = row else { return Ok(None) };
-        let candidate = row.into_candidate()?;
-        let policy = lock_policy(tx, &candidate.identity).await;
-        Ok(Some((candidate, policy)))
-    }
 }
 
 fn unavailable() -> Admission {
@@ -734,183 +536,5 @@ fn check_claimable(candidate: &Candidate, now: DateTime<Utc>) -> Result<()> {
             Err(Error::conflict_state("the todo is not claimable", todo.state.as_str()))
         }
         _ => Ok(()),
-    }
-}
-
-/// Whether `candidate_cte` locks its candidate.
-enum Lock {
-    /// Step 1: locked without waiting, so concurrent claimers get different rows.
-    SkipLocked,
-    /// A read that locks nothing (the pre-skip read's oldest queue).
-    None,
-}
-
-/// Step 1's statement head: the clock (`now`, or the database's when None), and `cand`, the
-/// oldest claimable todo of `queues` outside the `excluded` identities, locked as `lock` says.
-/// Materialised, so the todo lock is taken before anything the statement locks after it.
-///
-/// The statement names only the queues left open, not the excluded ones to skip: a queue
-/// refused for its window keeps its backlog, usually the oldest work, and skipping it row by row
-/// walked that backlog on every pick. With one queue of an owner left, the per-queue index
-/// reads from its oldest claimable todo (`owner_groups_filter`).
-fn candidate_cte(
-    binds: &mut Binds,
-    now: Option<DateTime<Utc>>,
-    queues: &[QueueIdentity],
-    excluded: &[QueueIdentity],
-    lock: Lock,
-) -> String {
-    let open: Vec<QueueIdentity> = queues.iter().filter(|queue| !excluded.contains(queue)).cloned().collect();
-    let now = binds.push(now);
-    let queues = owner_groups_filter(binds, &owner_groups(&open));
-    let lock = match lock {
-        Lock::SkipLocked => "FOR UPDATE OF t SKIP LOCKED",
-        Lock::None => "",
-    };
-    format!(
-        "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now), \
-         cand AS MATERIALIZED ( \
-           SELECT t.id, t.endpoint_id, t.team_id, t.queue, t.state = 'claimed' AS takes_over FROM todos t, clock \
-           WHERE {queues} AND {CLAIM_ORDER_ROWS} AND {CLAIMABLE} \
-           ORDER BY t.created_at, t.id {lock} LIMIT 1)"
-    )
-}
-
-/// `candidate_cte`'s candidate alone, as `CandidateRow` reads it.
-fn candidate_select(
-    binds: &mut Binds,
-    now: Option<DateTime<Utc>>,
-    queues: &[QueueIdentity],
-    excluded: &[QueueIdentity],
-    lock: Lock,
-) -> String {
-    let head = candidate_cte(binds, now, queues, excluded, lock);
-    format!("{head} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand")
-}
-
-/// The units a claim statement charges, to the window starting at `window_start`.
-struct Charge {
-    window_start: DateTime<Utc>,
-    units: i64,
-}
-
-/// The claim itself on rows this transaction holds, one per offer: state, lease, attempt + 1,
-/// an attempt row (closing a lapsed claimant's), and, with a window limit, `units` charged to the
-/// window containing `now`, in its counter and in the ledger (`models::charges`), both keyed by
-/// the offers' queue identity. Returns the todos in offer order and the window's usage after the
-/// charge.
-async fn claim_locked(
-    tx: &mut Transaction<'static, Postgres>,
-    offers: &[Offer<'_>],
-    now: DateTime<Utc>,
-    charge: Option<Charge>,
-) -> Result<(Vec<Todo>, Option<i64>)> {
-    let ids: Vec<&str> = offers.iter().map(|(candidate, _)| candidate.id.as_str()).collect();
-    let owners: Vec<String> = offers.iter().map(|(_, claimant)| claimant.actor.label()).collect();
-    let claimants: Vec<Option<&str>> = offers.iter().map(|(_, claimant)| claimant.actor.endpoint_id()).collect();
-    let leases: Vec<DateTime<Utc>> =
-        offers.iter().map(|(_, claimant)| now + Duration::seconds(claimant.lease_seconds)).collect();
-    let (window_start, units) = match charge {
-        Some(Charge { window_start, units }) => (Some(window_start), units),
-        None => (None, 0),
-    };
-    let identity = offers.first().map(|(candidate, _)| &candidate.identity);
-    let rows: Vec<ClaimedRow> = sqlx::query_as(composed_sql!(
-        "WITH offer AS ( \
-           SELECT * FROM unnest($1::text[], $3::text[], $4::text[], $5::timestamptz[]) \
-             WITH ORDINALITY AS o(id, owner, claimant, lease_expires_at, turn)), \
-         closed AS ( \
-           UPDATE todo_attempts a SET ended_at = $2, outcome = 'lease_expired' FROM offer \
-           WHERE a.todo_id = offer.id AND a.ended_at IS NULL), \
-         opened AS ( \
-           INSERT INTO todo_attempts (todo_id, seq, claimant, endpoint_id, started_at) \
-           SELECT offer.id, (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = offer.id), \
-             offer.owner, offer.claimant, $2 FROM offer), \
-         charged AS ( \
-           INSERT INTO admission_windows AS w (endpoint_id, team_id, queue, window_start, used, updated_at) \
-           SELECT $6, $9, $10, $7, $8, $2 WHERE $7::timestamptz IS NOT NULL \
-           ON CONFLICT (owner_id, queue, window_start) DO UPDATE SET used = w.used + EXCLUDED.used, \
-             updated_at = EXCLUDED.updated_at \
-           RETURNING w.used), \
-         ledger AS ( \
-           INSERT INTO admission_charges AS c (endpoint_id, team_id, queue, minute, units) \
-           SELECT $6, $9, $10, $11, $8 WHERE $7::timestamptz IS NOT NULL \
-           ON CONFLICT (owner_id, queue, minute) DO UPDATE SET units = c.units + EXCLUDED.units), \
-         claimed AS ( \
-           UPDATE todos t SET state = 'claimed', owner = offer.owner, claimed_by_endpoint_id = offer.claimant, \
-             lease_expires_at = offer.lease_expires_at, attempt = t.attempt + 1, claimed_at = $2, \
-             next_retry_at = NULL, completed_at = NULL, updated_at = $2 \
-           FROM offer WHERE t.id = offer.id RETURNING t.*, offer.turn) \
-         SELECT {TODO_COLUMNS}, (SELECT used FROM charged) AS window_used FROM claimed t ORDER BY t.turn"
-    ))
-    .bind(&ids)
-    .bind(now)
-    .bind(&owners)
-    .bind(&claimants)
-    .bind(&leases)
-    .bind(identity.and_then(|identity| identity.endpoint_id()))
-    .bind(window_start)
-    .bind(units as i32)
-    .bind(identity.and_then(|identity| identity.team_id()))
-    .bind(identity.map(|identity| identity.queue.as_str()))
-    .bind(models::charges::charge_minute(now))
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_error)?;
-    if rows.len() != offers.len() {
-        return Err(Error::internal("a locked candidate was not claimed"));
-    }
-    let used = rows.first().and_then(|row| row.window_used).map(i64::from);
-    let todos = rows.into_iter().map(|row| row.todo.into_todo()).collect::<Result<Vec<Todo>>>()?;
-    // Not `attempt <= max_attempts`: a todo released on its last attempt is pending again and
-    // claimable (base-system §2: release keeps the attempt), so its next claim goes past it, and
-    // a later fail dead-letters it at once.
-    debug_assert!(todos.iter().all(|todo| todo.state == models::todo::TodoState::Claimed && todo.attempt >= 1));
-    Ok((todos, used))
-}
-
-/// What the read first reads: every queue's status and the queue of the oldest claimable todo.
-pub(crate) struct PreRead {
-    statuses: Vec<QueueAdmission>,
-    oldest: Option<QueueIdentity>,
-}
-
-/// A read first under way for a group not yet formed (`PgStore::read_ahead`). Dropped unused, its
-/// task is stopped (a statement already sent still runs to its end on the server): the reads lock
-/// nothing and count nothing, so stopping them loses nothing.
-pub(crate) struct ReadAhead {
-    begun: std::time::Instant,
-    task: tokio::task::JoinHandle<Result<PreRead>>,
-}
-
-/// The oldest a read begun ahead may be when its group uses it; a group of path (c) at 16
-/// claimers takes about 6 ms, so only a claim that waited long on the policy lock makes one
-/// older.
-const READ_AHEAD_AGE_MAX: std::time::Duration = std::time::Duration::from_millis(250);
-
-impl ReadAhead {
-    /// The reads' result, or `None` when they failed or began too long ago (the caller reads
-    /// again).
-    async fn finish(mut self) -> Option<PreRead> {
-        if self.begun.elapsed() > READ_AHEAD_AGE_MAX {
-            return None;
-        }
-        match (&mut self.task).await {
-            Ok(Ok(read)) => Some(read),
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "read first begun ahead failed; reading again");
-                None
-            }
-            Err(error) => {
-                tracing::debug!(%error, "read first begun ahead did not finish; reading again");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for ReadAhead {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }

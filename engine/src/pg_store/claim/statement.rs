@@ -1,0 +1,96 @@
+//! Step 6 of the claim transaction (`claim.rs`): the one statement that claims the offers a
+//! transaction admitted, opens their attempts and charges their window and the ledger.
+//!
+//! Its own module so the statement, the longest SQL of the claim path, sits apart from the
+//! decisions that lead to it; it claims exactly what it is given.
+
+use super::*;
+
+/// The claimed todo and, when a window was charged, its usage after the charge.
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    #[sqlx(flatten)]
+    todo: TodoRow,
+    window_used: Option<i32>,
+}
+
+/// The units a claim statement charges, to the window starting at `window_start`.
+pub(super) struct Charge {
+    pub(super) window_start: DateTime<Utc>,
+    pub(super) units: i64,
+}
+
+/// The claim itself on rows this transaction holds, one per offer: state, lease, attempt + 1,
+/// an attempt row (closing a lapsed claimant's), and, with a window limit, `units` charged to the
+/// window containing `now`, in its counter and in the ledger (`models::charges`), both keyed by
+/// the offers' queue identity. Returns the todos in offer order and the window's usage after the
+/// charge.
+pub(super) async fn claim_locked(
+    tx: &mut Transaction<'static, Postgres>,
+    offers: &[Offer<'_>],
+    now: DateTime<Utc>,
+    charge: Option<Charge>,
+) -> Result<(Vec<Todo>, Option<i64>)> {
+    let ids: Vec<&str> = offers.iter().map(|(candidate, _)| candidate.id.as_str()).collect();
+    let owners: Vec<String> = offers.iter().map(|(_, claimant)| claimant.actor.label()).collect();
+    let claimants: Vec<Option<&str>> = offers.iter().map(|(_, claimant)| claimant.actor.endpoint_id()).collect();
+    let leases: Vec<DateTime<Utc>> =
+        offers.iter().map(|(_, claimant)| now + Duration::seconds(claimant.lease_seconds)).collect();
+    let (window_start, units) = match charge {
+        Some(Charge { window_start, units }) => (Some(window_start), units),
+        None => (None, 0),
+    };
+    let identity = offers.first().map(|(candidate, _)| &candidate.identity);
+    let rows: Vec<ClaimedRow> = sqlx::query_as(composed_sql!(
+        "WITH offer AS ( \
+           SELECT * FROM unnest($1::text[], $3::text[], $4::text[], $5::timestamptz[]) \
+             WITH ORDINALITY AS o(id, owner, claimant, lease_expires_at, turn)), \
+         closed AS ( \
+           UPDATE todo_attempts a SET ended_at = $2, outcome = 'lease_expired' FROM offer \
+           WHERE a.todo_id = offer.id AND a.ended_at IS NULL), \
+         opened AS ( \
+           INSERT INTO todo_attempts (todo_id, seq, claimant, endpoint_id, started_at) \
+           SELECT offer.id, (SELECT coalesce(max(a.seq), 0) + 1 FROM todo_attempts a WHERE a.todo_id = offer.id), \
+             offer.owner, offer.claimant, $2 FROM offer), \
+         charged AS ( \
+           INSERT INTO admission_windows AS w (endpoint_id, team_id, queue, window_start, used, updated_at) \
+           SELECT $6, $9, $10, $7, $8, $2 WHERE $7::timestamptz IS NOT NULL \
+           ON CONFLICT (owner_id, queue, window_start) DO UPDATE SET used = w.used + EXCLUDED.used, \
+             updated_at = EXCLUDED.updated_at \
+           RETURNING w.used), \
+         ledger AS ( \
+           INSERT INTO admission_charges AS c (endpoint_id, team_id, queue, minute, units) \
+           SELECT $6, $9, $10, $11, $8 WHERE $7::timestamptz IS NOT NULL \
+           ON CONFLICT (owner_id, queue, minute) DO UPDATE SET units = c.units + EXCLUDED.units), \
+         claimed AS ( \
+           UPDATE todos t SET state = 'claimed', owner = offer.owner, claimed_by_endpoint_id = offer.claimant, \
+             lease_expires_at = offer.lease_expires_at, attempt = t.attempt + 1, claimed_at = $2, \
+             next_retry_at = NULL, completed_at = NULL, updated_at = $2 \
+           FROM offer WHERE t.id = offer.id RETURNING t.*, offer.turn) \
+         SELECT {TODO_COLUMNS}, (SELECT used FROM charged) AS window_used FROM claimed t ORDER BY t.turn"
+    ))
+    .bind(&ids)
+    .bind(now)
+    .bind(&owners)
+    .bind(&claimants)
+    .bind(&leases)
+    .bind(identity.and_then(|identity| identity.endpoint_id()))
+    .bind(window_start)
+    .bind(units as i32)
+    .bind(identity.and_then(|identity| identity.team_id()))
+    .bind(identity.map(|identity| identity.queue.as_str()))
+    .bind(models::charges::charge_minute(now))
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    if rows.len() != offers.len() {
+        return Err(Error::internal("a locked candidate was not claimed"));
+    }
+    let used = rows.first().and_then(|row| row.window_used).map(i64::from);
+    let todos = rows.into_iter().map(|row| row.todo.into_todo()).collect::<Result<Vec<Todo>>>()?;
+    // Not `attempt <= max_attempts`: a todo released on its last attempt is pending again and
+    // claimable (base-system §2: release keeps the attempt), so its next claim goes past it, and
+    // a later fail dead-letters it at once.
+    debug_assert!(todos.iter().all(|todo| todo.state == models::todo::TodoState::Claimed && todo.attempt >= 1));
+    Ok((todos, used))
+}
