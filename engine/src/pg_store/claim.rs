@@ -35,16 +35,15 @@
 use super::admission::Pending;
 use super::groups::{Member, Turns};
 use super::mutant_hooks;
-use super::rows::{LockedPolicy, PolicyLimitsRow, TodoRow, identity_of, lock_policy, lock_todo};
-use super::sql::{Binds, CLAIM_ORDER_ROWS, CLAIMABLE, TODO_COLUMNS, owner_groups, owner_groups_filter};
+use super::rows::{LockedPolicy, lock_policy, lock_todo};
 use super::{PgStore, QueueSetHint, db_error, finish};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use models::admission::{self, Headroom, Observation, Policy, Reason};
 use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{ClaimNext, Claimed, QueueAdmission};
+use models::store::{ClaimNext, Claimed};
 use models::todo::{Todo, TodoState};
 use sqlx::{Postgres, Transaction};
 

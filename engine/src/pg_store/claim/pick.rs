@@ -5,7 +5,14 @@
 //! Its own module so the transaction's order of steps reads in `claim.rs` without the SQL each
 //! step composes; it decides nothing.
 
-use super::*;
+use super::super::rows::{LockedPolicy, PolicyLimitsRow, identity_of, lock_policy};
+use super::super::sql::{Binds, CLAIM_ORDER_ROWS, CLAIMABLE, owner_groups, owner_groups_filter};
+use super::super::{PgStore, db_error, mutant_hooks};
+use super::{Candidate, PolicyLock};
+use chrono::{DateTime, Utc};
+use models::error::Result;
+use models::identity::QueueIdentity;
+use sqlx::{Postgres, Transaction};
 
 /// Step 1's candidate as `candidate_cte` selects it.
 #[derive(sqlx::FromRow)]

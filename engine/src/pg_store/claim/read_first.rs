@@ -5,7 +5,13 @@
 //! Its own module because it is an optimisation beside the transaction, never a step of it: it
 //! excludes queues and decides nothing (REQ-4's permitted pre-skip).
 
-use super::*;
+use super::super::PgStore;
+use super::super::admission::Pending;
+use super::super::mutant_hooks;
+use models::claim::ClaimNextRounds;
+use models::error::Result;
+use models::identity::QueueIdentity;
+use models::store::QueueAdmission;
 
 impl PgStore {
     /// The pre-skip read before the first pick, for a queue set whose last group met a refusal

@@ -4,7 +4,14 @@
 //! Its own module so the statement, the longest SQL of the claim path, sits apart from the
 //! decisions that lead to it; it claims exactly what it is given.
 
-use super::*;
+use super::super::db_error;
+use super::super::rows::TodoRow;
+use super::super::sql::TODO_COLUMNS;
+use super::Offer;
+use chrono::{DateTime, Duration, Utc};
+use models::error::{Error, Result};
+use models::todo::Todo;
+use sqlx::{Postgres, Transaction};
 
 /// The claimed todo and, when a window was charged, its usage after the charge.
 #[derive(sqlx::FromRow)]
