@@ -105,373 +105,205 @@ impl BridgeStore {
     }
 }
 
-impl Store for BridgeStore {
-    fn counters(&self) -> &Counters {
-        self.pg.counters()
-    }
+/// What a `Store` argument becomes to cross to the bridge thread, and how the real store's
+/// method gets it back there: a borrowed argument travels owned (`ToOwned`) and is lent again;
+/// a by-value one travels as it is (and is cloned out, as the closure that calls holds it).
+trait Carry {
+    type Owned: Send + 'static;
+    type Lent<'b>
+    where
+        Self: 'b;
+    fn carry(self) -> Self::Owned;
+    fn lend(owned: &Self::Owned) -> Self::Lent<'_>;
+}
 
-    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
-        self.call(|s| async move { s.all_admissions_unscoped().await })
+impl<T> Carry for &T
+where
+    T: ToOwned + ?Sized,
+    T::Owned: Send + 'static,
+{
+    type Owned = T::Owned;
+    type Lent<'b>
+        = &'b T
+    where
+        Self: 'b;
+    fn carry(self) -> T::Owned {
+        self.to_owned()
     }
-
-    async fn ping(&self) -> Result<()> {
-        self.call(|s| async move { s.ping().await })
+    fn lend(owned: &T::Owned) -> &T {
+        std::borrow::Borrow::borrow(owned)
     }
+}
 
-    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
-        let token_hash = token_hash.to_string();
-        self.call(move |s| async move { s.human_by_token(&token_hash).await })
+impl Carry for Option<&str> {
+    type Owned = Option<String>;
+    type Lent<'b>
+        = Option<&'b str>
+    where
+        Self: 'b;
+    fn carry(self) -> Option<String> {
+        self.map(str::to_string)
     }
-
-    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
-        let (slug, token_hash) = (slug.to_string(), token_hash.to_string());
-        self.call(move |s| async move { s.agent_by_token(&slug, &token_hash).await })
+    fn lend(owned: &Option<String>) -> Option<&str> {
+        owned.as_deref()
     }
+}
 
-    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
-        let (reach, scope) = (reach.clone(), scope.clone());
-        self.call(move |s| async move { s.resolve_scope(&reach, &scope).await })
-    }
+/// `Carry` for arguments passed by value.
+macro_rules! carried_by_value {
+    ($($t:ty),* $(,)?) => {$(
+        impl Carry for $t {
+            type Owned = $t;
+            type Lent<'b>
+                = $t
+            where
+                Self: 'b;
+            fn carry(self) -> $t {
+                self
+            }
+            fn lend(owned: &$t) -> $t {
+                owned.clone()
+            }
+        }
+    )*};
+}
 
-    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
-        self.call(move |s| async move { s.vend_endpoint(endpoint).await })
-    }
+carried_by_value!(
+    i64,
+    usize,
+    bool,
+    Option<i64>,
+    Option<String>,
+    Option<Value>,
+    Option<Override>,
+    Option<Shift>,
+    OverrideBy,
+    NewEndpoint,
+    NewTodo,
+    Vec<NewTodo>,
+    TodoQuery,
+    models::rate::Quota,
+);
 
-    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
-        let human = human.clone();
-        self.call(move |s| async move { s.list_endpoints(&human).await })
-    }
+/// The `Store` methods, each forwarded to the bridge thread's `PgStore` whole: its arguments
+/// carried across (`Carry`), its answer carried back. Written once here rather than per method.
+macro_rules! bridged {
+    ($(async fn $name:ident(&self $(, $arg:ident: $t:ty)* $(,)?) -> $ret:ty;)*) => {
+        impl Store for BridgeStore {
+            fn counters(&self) -> &Counters {
+                self.pg.counters()
+            }
+            $(
+                async fn $name(&self $(, $arg: $t)*) -> $ret {
+                    $(let $arg = <$t as Carry>::carry($arg);)*
+                    self.call(move |s| async move { s.$name($(<$t as Carry>::lend(&$arg)),*).await })
+                }
+            )*
+        }
+    };
+}
 
+bridged! {
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>>;
+    async fn ping(&self) -> Result<()>;
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>>;
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup>;
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner>;
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint>;
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>>;
     async fn mint_token(
         &self,
         human_id: &str,
         label: Option<&str>,
         token_hash: &str,
         expires_in_seconds: Option<i64>,
-    ) -> Result<()> {
-        let (human_id, label, token_hash) = (human_id.to_string(), label.map(str::to_string), token_hash.to_string());
-        self.call(
-            move |s| async move { s.mint_token(&human_id, label.as_deref(), &token_hash, expires_in_seconds).await },
-        )
-    }
-
-    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
-        let human_id = human_id.to_string();
-        self.call(move |s| async move { s.list_tokens(&human_id).await })
-    }
-
-    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
-        let (human_id, token_id) = (human_id.to_string(), token_id.to_string());
-        self.call(move |s| async move { s.revoke_token(&human_id, &token_id).await })
-    }
-
-    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
-        let endpoint_id = endpoint_id.to_string();
-        self.call(move |s| async move { s.revoke_endpoint(&endpoint_id).await })
-    }
-
-    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
-        let (endpoint_id, token_hash) = (endpoint_id.to_string(), token_hash.to_string());
-        self.call(move |s| async move { s.rotate_endpoint(&endpoint_id, &token_hash).await })
-    }
-
-    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
-        let human = human.clone();
-        self.call(move |s| async move { s.list_teams(&human).await })
-    }
-
+    ) -> Result<()>;
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>>;
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()>;
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()>;
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()>;
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>>;
     async fn create_webhook(
         &self,
         owner_human_id: &str,
         name: &str,
         secret: &str,
         targets: &[QueueIdentity],
-    ) -> Result<String> {
-        let (owner, name, secret, targets) =
-            (owner_human_id.to_string(), name.to_string(), secret.to_string(), targets.to_vec());
-        self.call(move |s| async move { s.create_webhook(&owner, &name, &secret, &targets).await })
-    }
-
-    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
-        let owner_human_id = owner_human_id.to_string();
-        self.call(move |s| async move { s.list_webhooks(&owner_human_id).await })
-    }
-
-    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
-        let (owner_human_id, webhook_id) = (owner_human_id.to_string(), webhook_id.to_string());
-        self.call(move |s| async move { s.delete_webhook(&owner_human_id, &webhook_id).await })
-    }
-
-    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
-        let (owner_human_id, webhook_id, secret) =
-            (owner_human_id.to_string(), webhook_id.to_string(), secret.to_string());
-        self.call(move |s| async move { s.rotate_webhook_secret(&owner_human_id, &webhook_id, &secret).await })
-    }
-
-    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
-        let webhook_id = webhook_id.to_string();
-        self.call(move |s| async move { s.webhook_for_ingest_unscoped(&webhook_id).await })
-    }
-
-    async fn ingest(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
-        let (webhook_id, delivery_id) = (webhook_id.to_string(), delivery_id.to_string());
-        self.call(move |s| async move { s.ingest(&webhook_id, &delivery_id, todos).await })
-    }
-
-    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
-        self.call(move |s| async move { s.create_todo(todo).await })
-    }
-
-    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
-        self.call(move |s| async move { s.create_todos(todos).await })
-    }
-
-    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
-        self.call(move |s| async move { s.list_todos(query).await })
-    }
-
-    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
-        let (actor, id) = (actor.clone(), id.to_string());
-        self.call(move |s| async move { s.get_todo(&actor, &id).await })
-    }
-
-    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
-        let (actor, queues) = (actor.clone(), queues.to_vec());
-        self.call(move |s| async move { s.claim_next(&actor, &queues, lease_seconds).await })
-    }
-
+    ) -> Result<String>;
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>>;
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()>;
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()>;
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>>;
+    async fn ingest(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested>;
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created>;
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>>;
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>>;
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo>;
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext>;
     async fn claim_next_many(
         &self,
         actor: &Actor,
         queues: &[QueueIdentity],
         lease_seconds: i64,
         max: usize,
-    ) -> Result<ClaimedMany> {
-        let (actor, queues) = (actor.clone(), queues.to_vec());
-        self.call(move |s| async move { s.claim_next_many(&actor, &queues, lease_seconds, max).await })
-    }
-
-    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
-        let (actor, id) = (actor.clone(), id.to_string());
-        self.call(move |s| async move { s.claim(&actor, &id, lease_seconds).await })
-    }
-
-    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
-        let (actor, id) = (actor.clone(), id.to_string());
-        self.call(move |s| async move { s.heartbeat(&actor, &id, lease_seconds).await })
-    }
-
-    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
-        let (actor, id) = (actor.clone(), id.to_string());
-        self.call(move |s| async move { s.complete(&actor, &id, result).await })
-    }
-
-    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
-        let (actor, ids) = (actor.clone(), ids.to_vec());
-        self.call(move |s| async move { s.complete_many(&actor, &ids, result).await })
-    }
-
-    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
-        let (actor, id) = (actor.clone(), id.to_string());
-        self.call(move |s| async move { s.fail(&actor, &id, result).await })
-    }
-
-    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
-        let (actor, id) = (actor.clone(), id.to_string());
-        self.call(move |s| async move { s.release(&actor, &id).await })
-    }
-
-    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
-        let (actor, id) = (actor.clone(), id.to_string());
-        self.call(move |s| async move { s.retry_now(&actor, &id).await })
-    }
-
-    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
-        let identities = identities.to_vec();
-        self.call(move |s| async move { s.queue_admissions(&identities).await })
-    }
-
-    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
-        let reach = reach.clone();
-        self.call(move |s| async move { s.reach_admissions(&reach).await })
-    }
-
-    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
-        let identity = identity.clone();
-        self.call(move |s| async move { s.policy_detail(&identity).await })
-    }
-
+    ) -> Result<ClaimedMany>;
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed>;
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo>;
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo>;
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>>;
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo>;
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo>;
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo>;
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>>;
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>>;
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail>;
     async fn set_policy(
         &self,
         identity: &QueueIdentity,
         policy: &Policy,
         actor: &PolicyActor,
-    ) -> Result<QueueAdmission> {
-        let (identity, policy, actor) = (identity.clone(), policy.clone(), actor.clone());
-        self.call(move |s| async move { s.set_policy(&identity, &policy, &actor).await })
-    }
-
-    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
-        let (identity, actor) = (identity.clone(), actor.clone());
-        self.call(move |s| async move { s.clear_policy(&identity, &actor).await })
-    }
-
-    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
-        let identity = identity.clone();
-        self.call(move |s| async move { s.policy_audit(&identity, limit).await })
-    }
-
-    async fn queue_capacity(&self) -> Result<Capacity> {
-        self.call(|s| async move { s.queue_capacity().await })
-    }
-
-    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
-        let by = by_human_id.to_string();
-        self.call(move |s| async move { s.set_queue_capacity(max_pending, &by).await })
-    }
-
-    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
-        let (identity, id, by) = (identity.clone(), id.to_string(), by.clone());
-        self.call(move |s| async move { s.discard_todo(&identity, &id, &by).await })
-    }
-
-    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
-        let (identity, by) = (identity.clone(), by.clone());
-        self.call(move |s| async move { s.clear_queue(&identity, &by).await })
-    }
-
+    ) -> Result<QueueAdmission>;
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()>;
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>>;
+    async fn queue_capacity(&self) -> Result<Capacity>;
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity>;
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()>;
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64>;
     async fn edit_todo(
         &self,
         human: &HumanScope,
         id: &str,
         title: Option<String>,
         payload: Option<Value>,
-    ) -> Result<Todo> {
-        let (human, id) = (human.clone(), id.to_string());
-        self.call(move |s| async move { s.edit_todo(&human, &id, title, payload).await })
-    }
-
-    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
-        let (identity, by) = (identity.clone(), by.clone());
-        self.call(move |s| async move { s.purge_queue(&identity, &by).await })
-    }
-
-    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
-        let (human, endpoint) = (human.clone(), endpoint.clone());
-        self.call(move |s| async move { s.delete_endpoint(&human, &endpoint).await })
-    }
-
-    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
-        self.call(|s| async move { s.reap_lapsed_leases().await })
-    }
-
-    async fn requeue_due_retries(&self) -> Result<u64> {
-        self.call(|s| async move { s.requeue_due_retries().await })
-    }
-
-    async fn prune_usage(&self) -> Result<u64> {
-        self.call(|s| async move { s.prune_usage().await })
-    }
-
-    async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict> {
-        let key = key.to_string();
-        self.call(move |s| async move { s.take_write_token(&key, quota).await })
-    }
-
-    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
-        let endpoint_id = endpoint_id.to_string();
-        self.call(move |s| async move { s.open_session(&endpoint_id).await })
-    }
-
-    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
-        let (endpoint_id, session_id, replica_id) =
-            (endpoint_id.to_string(), session_id.to_string(), replica_id.to_string());
-        self.call(move |s| async move { s.attach_session(&endpoint_id, &session_id, &replica_id).await })
-    }
-
-    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
-        let (session_id, replica_id) = (session_id.to_string(), replica_id.to_string());
-        self.call(move |s| async move { s.detach_session(&session_id, &replica_id).await })
-    }
-
-    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
-        let (replica_id, session_ids) = (replica_id.to_string(), session_ids.to_vec());
-        self.call(move |s| async move { s.refresh_sessions(&replica_id, &session_ids).await })
-    }
-
-    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
-        let session_id = session_id.to_string();
-        self.call(move |s| async move { s.rings_since(&session_id, after_seq).await })
-    }
-
-    async fn dispatch_pushes(&self) -> Result<PushReport> {
-        self.call(|s| async move { s.dispatch_pushes().await })
-    }
-
-    async fn reopen_sweep(&self) -> Result<PushReport> {
-        self.call(|s| async move { s.reopen_sweep().await })
-    }
-
-    async fn heartbeat_sweep(&self) -> Result<PushReport> {
-        self.call(|s| async move { s.heartbeat_sweep().await })
-    }
-
-    async fn presence_sweep(&self) -> Result<PushReport> {
-        self.call(|s| async move { s.presence_sweep().await })
-    }
-
-    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
-        let (endpoint_id, session_id) = (endpoint_id.to_string(), session_id.to_string());
-        self.call(move |s| async move { s.reconnect_digest(&endpoint_id, &session_id).await })
-    }
-
-    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
-        let endpoint_id = endpoint_id.to_string();
-        self.call(move |s| async move { s.presence(&endpoint_id).await })
-    }
-
+    ) -> Result<Todo>;
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64>;
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()>;
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport>;
+    async fn requeue_due_retries(&self) -> Result<u64>;
+    async fn prune_usage(&self) -> Result<u64>;
+    async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict>;
+    async fn open_session(&self, endpoint_id: &str) -> Result<String>;
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool>;
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()>;
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>>;
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>>;
+    async fn dispatch_pushes(&self) -> Result<PushReport>;
+    async fn reopen_sweep(&self) -> Result<PushReport>;
+    async fn heartbeat_sweep(&self) -> Result<PushReport>;
+    async fn presence_sweep(&self) -> Result<PushReport>;
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport>;
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView>;
     async fn set_presence_override(
         &self,
         endpoint_id: &str,
         override_: Option<Override>,
         by: OverrideBy,
-    ) -> Result<PresenceView> {
-        let endpoint_id = endpoint_id.to_string();
-        self.call(move |s| async move { s.set_presence_override(&endpoint_id, override_, by).await })
-    }
-
-    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
-        let endpoint_id = endpoint_id.to_string();
-        self.call(move |s| async move { s.set_shift(&endpoint_id, shift).await })
-    }
-
-    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
-        let (endpoint_id, url, secret) = (endpoint_id.to_string(), url.to_string(), secret.to_string());
-        self.call(move |s| async move { s.add_hook(&endpoint_id, &url, &secret, ignore_presence).await })
-    }
-
-    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
-        let endpoint_id = endpoint_id.to_string();
-        self.call(move |s| async move { s.list_hooks(&endpoint_id).await })
-    }
-
-    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
-        let (endpoint_id, hook_id) = (endpoint_id.to_string(), hook_id.to_string());
-        self.call(move |s| async move { s.hook_for_test(&endpoint_id, &hook_id).await })
-    }
-
-    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
-        let (endpoint_id, hook_id) = (endpoint_id.to_string(), hook_id.to_string());
-        self.call(move |s| async move { s.remove_hook(&endpoint_id, &hook_id).await })
-    }
-
-    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
-        let replica_id = replica_id.to_string();
-        self.call(move |s| async move { s.take_hook_calls(&replica_id).await })
-    }
-
-    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
-        let (replica_id, outcome) = (replica_id.to_string(), outcome.clone());
-        self.call(move |s| async move { s.finish_hook_call(call_id, &replica_id, &outcome).await })
-    }
+    ) -> Result<PresenceView>;
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView>;
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook>;
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>>;
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)>;
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()>;
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>>;
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()>;
 }
