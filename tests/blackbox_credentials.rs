@@ -58,6 +58,9 @@ async fn operator_tokens_are_listed_without_their_secrets() {
     let (_, alice) = world.human("alice");
     let second = minted(&world, &alice, json!({"label": "ci"})).await;
     let third = minted(&world, &alice, json!({})).await;
+    // A create names what it creates: no body at all is refused, not read as `{}`.
+    let bodiless = send(&world.client, Method::POST, "/api/v1/tokens", &alice, None).await;
+    assert_eq!((bodiless.status, bodiless.body["field"].as_str()), (400, Some("body")), "{}", bodiless.text);
 
     let reply = send(&world.client, Method::GET, "/api/v1/tokens", &second, None).await;
     assert_eq!(reply.status, 200, "{}", reply.text);

@@ -223,8 +223,10 @@ pub const MAX_TOKEN_LIFETIME_SECONDS: i64 = 366 * 24 * 3600;
 pub const TOKEN_LABEL_LENGTH_MAX: usize = 100;
 
 /// `POST /api/v1/tokens {label?, expires_in_seconds?}`: another operator API token for the signed-in human; shown once.
+/// The body is required, `{}` at least: a create names what it creates, as every other create of
+/// the API does, and a body that is not a JSON object is `invalid_argument` (API conventions).
 pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
-    let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
+    let body = parse_body(&body)?;
     let args = Args::object(&body, "body")?;
     args.only(&["label", "expires_in_seconds"])?;
     let label = args.opt_str("label")?;

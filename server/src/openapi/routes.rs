@@ -155,8 +155,8 @@ pub const ROUTES: &[Route] = &[
     route(
         "post",
         "/api/v1/tokens",
-        "Mint another operator API token for the caller",
-        Body::Optional("TokenRequest"),
+        "Mint another operator API token for the caller (the body is required, `{}` at least)",
+        Body::Required("TokenRequest"),
         &[
             (201, "token (shown once)", "Token"),
             (409, "the caller already holds tokens_per_human_max live tokens", "Error"),
