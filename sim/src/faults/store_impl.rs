@@ -1,0 +1,443 @@
+//! `Faulty`'s `Store` implementation: for every call, whether it passes straight through (set-up
+//! and reads no fault is drawn for), is guarded as a read or a write (`Faulty::guarded` draws its
+//! latency, error and lost acknowledgement), and what a committed write records in the ledger.
+//!
+//! Its own module so the fault machinery (`faults.rs`) reads apart from this long, regular list.
+
+use super::{Event, Faulty, Kind, nothing};
+use models::admission::Policy;
+use models::capacity::Capacity;
+use models::counters::Counters;
+use models::error::Result;
+use models::identity::{Owner, QueueIdentity, ScopeRef};
+use models::presence::{Override, Shift};
+use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
+use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
+use models::store::{
+    AgentLookup, AuditRecord, ClaimNext, Claimed, ClaimedMany, Ingested, NewEndpoint, OverrideBy, PolicyActor,
+    PolicyDetail, PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+};
+use models::todo::{Created, NewTodo, Todo};
+use serde_json::Value;
+
+impl<S: Store> Store for Faulty<S> {
+    fn counters(&self) -> &Counters {
+        self.inner.counters()
+    }
+
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
+        self.inner.all_admissions_unscoped().await
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.inner.ping().await
+    }
+
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        self.guarded(Kind::Read, self.inner.human_by_token(token_hash), nothing).await
+    }
+
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        self.guarded(Kind::Read, self.inner.agent_by_token(slug, token_hash), nothing).await
+    }
+
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        self.inner.resolve_scope(reach, scope).await
+    }
+
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
+        self.inner.vend_endpoint(endpoint).await
+    }
+
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
+        self.inner.list_endpoints(human).await
+    }
+
+    async fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.inner.mint_token(human_id, label, token_hash, expires_in_seconds).await
+    }
+
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
+        self.inner.list_tokens(human_id).await
+    }
+
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
+        self.inner.revoke_token(human_id, token_id).await
+    }
+
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
+        self.inner.revoke_endpoint(endpoint_id).await
+    }
+
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        self.inner.rotate_endpoint(endpoint_id, token_hash).await
+    }
+
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
+        self.inner.list_teams(human).await
+    }
+
+    async fn create_webhook(
+        &self,
+        owner_human_id: &str,
+        name: &str,
+        secret: &str,
+        targets: &[QueueIdentity],
+    ) -> Result<String> {
+        self.inner.create_webhook(owner_human_id, name, secret, targets).await
+    }
+
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
+        self.inner.list_webhooks(owner_human_id).await
+    }
+
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
+        self.inner.delete_webhook(owner_human_id, webhook_id).await
+    }
+
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        self.inner.rotate_webhook_secret(owner_human_id, webhook_id, secret).await
+    }
+
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
+        self.guarded(Kind::Read, self.inner.webhook_for_ingest_unscoped(webhook_id), nothing).await
+    }
+
+    async fn ingest(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
+        let identities: Vec<QueueIdentity> = todos.iter().map(|t| t.identity.clone()).collect();
+        self.guarded(Kind::Write, self.inner.ingest(webhook_id, delivery_id, todos), |ingested, ledger| {
+            for (id, identity) in ingested.todo_ids.iter().zip(identities) {
+                ledger.push(Event::Created { id: id.clone(), identity, deduped: ingested.deduped });
+            }
+        })
+        .await
+    }
+
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
+        self.guarded(Kind::Write, self.inner.create_todo(todo), |created, ledger| {
+            ledger.push(Event::Created {
+                id: created.todo.id.clone(),
+                identity: created.todo.identity.clone(),
+                deduped: created.deduped,
+            });
+        })
+        .await
+    }
+
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        self.guarded(Kind::Write, self.inner.create_todos(todos), |created, ledger| {
+            for made in created {
+                ledger.push(Event::Created {
+                    id: made.todo.id.clone(),
+                    identity: made.todo.identity.clone(),
+                    deduped: made.deduped,
+                });
+            }
+        })
+        .await
+    }
+
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        self.guarded(Kind::Read, self.inner.list_todos(query), nothing).await
+    }
+
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.guarded(Kind::Read, self.inner.get_todo(actor, id), nothing).await
+    }
+
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+        let call = self.inner.claim_next(actor, queues, lease_seconds);
+        self.guarded(Kind::Write, call, |answer, ledger| {
+            if let ClaimNext::Claimed(claimed) = answer {
+                ledger.push(self.claimed_event(actor, claimed));
+            }
+        })
+        .await
+    }
+
+    async fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        let call = self.inner.claim_next_many(actor, queues, lease_seconds, max);
+        self.guarded(Kind::Write, call, |many, ledger| {
+            ledger.extend(many.claimed.iter().map(|claimed| self.claimed_event(actor, claimed)));
+        })
+        .await
+    }
+
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        self.guarded(Kind::Write, self.inner.claim(actor, id, lease_seconds), |claimed, ledger| {
+            ledger.push(self.claimed_event(actor, claimed));
+        })
+        .await
+    }
+
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.heartbeat(actor, id, lease_seconds), |todo, ledger| {
+            ledger.push(Event::Heartbeat { id: todo.id.clone(), lease_expires_at: todo.lease_expires_at });
+        })
+        .await
+    }
+
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.complete(actor, id, result), |todo, ledger| {
+            ledger.push(Event::Ended { id: todo.id.clone(), how: "complete" });
+        })
+        .await
+    }
+
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        self.guarded(Kind::Write, self.inner.complete_many(actor, ids, result), |todos, ledger| {
+            ledger.extend(todos.iter().map(|todo| Event::Ended { id: todo.id.clone(), how: "complete" }));
+        })
+        .await
+    }
+
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.fail(actor, id, result), |todo, ledger| {
+            ledger.push(Event::Ended { id: todo.id.clone(), how: "fail" });
+        })
+        .await
+    }
+
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.release(actor, id), |todo, ledger| {
+            ledger.push(Event::Ended { id: todo.id.clone(), how: "release" });
+        })
+        .await
+    }
+
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.guarded(Kind::Write, self.inner.retry_now(actor, id), nothing).await
+    }
+
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        self.guarded(Kind::Read, self.inner.queue_admissions(identities), nothing).await
+    }
+
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        self.guarded(Kind::Read, self.inner.reach_admissions(reach), nothing).await
+    }
+
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        self.guarded(Kind::Read, self.inner.policy_detail(identity), nothing).await
+    }
+
+    async fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        // The store's clock when the write ran: read after the call, since a clock jump may
+        // strike while the call is delayed (and the store then placed its window after it).
+        self.guarded(Kind::Write, self.inner.set_policy(identity, policy, actor), |_, ledger| {
+            ledger.push(Event::PolicySet {
+                identity: identity.clone(),
+                policy: policy.clone(),
+                at: self.clock.follow(),
+            });
+        })
+        .await
+    }
+
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.clear_policy(identity, actor), |_, ledger| {
+            ledger.push(Event::PolicyCleared { identity: identity.clone() });
+        })
+        .await
+    }
+
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        self.inner.policy_audit(identity, limit).await
+    }
+
+    async fn queue_capacity(&self) -> Result<Capacity> {
+        self.inner.queue_capacity().await
+    }
+
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
+        self.inner.set_queue_capacity(max_pending, by_human_id).await
+    }
+
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        self.inner.discard_todo(identity, id, by).await
+    }
+
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.inner.clear_queue(identity, by).await
+    }
+
+    async fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        self.inner.edit_todo(human, id, title, payload).await
+    }
+
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.inner.purge_queue(identity, by).await
+    }
+
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        self.inner.delete_endpoint(human, endpoint).await
+    }
+
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        self.guarded(Kind::Write, self.inner.reap_lapsed_leases(), |report, ledger| {
+            if report.returned_to_pending + report.dead_lettered > 0 {
+                ledger.push(Event::Reaped {
+                    returned: report.returned_to_pending,
+                    dead_lettered: report.dead_lettered,
+                    at: self.clock.follow(),
+                });
+            }
+        })
+        .await
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        self.guarded(Kind::Write, self.inner.requeue_due_retries(), |count, ledger| {
+            if *count > 0 {
+                ledger.push(Event::Requeued { count: *count });
+            }
+        })
+        .await
+    }
+
+    async fn prune_usage(&self) -> Result<u64> {
+        self.inner.prune_usage().await
+    }
+
+    async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict> {
+        self.guarded(Kind::Write, self.inner.take_write_token(key, quota), nothing).await
+    }
+
+    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
+        self.guarded(Kind::Write, self.inner.open_session(endpoint_id), nothing).await
+    }
+
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
+        let call = self.inner.attach_session(endpoint_id, session_id, replica_id);
+        self.guarded(Kind::Write, call, |attached, ledger| {
+            if *attached {
+                ledger.push(Event::SessionAttached {
+                    session_id: session_id.to_string(),
+                    endpoint_id: endpoint_id.to_string(),
+                    replica: replica_id.to_string(),
+                    at: self.clock.follow(),
+                });
+            }
+        })
+        .await
+    }
+
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.detach_session(session_id, replica_id), |_, ledger| {
+            ledger.push(Event::SessionDetached { session_id: session_id.to_string(), replica: replica_id.to_string() });
+        })
+        .await
+    }
+
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
+        self.guarded(Kind::Write, self.inner.refresh_sessions(replica_id, session_ids), |closing, ledger| {
+            let alive = session_ids.iter().filter(|id| !closing.contains(id)).cloned().collect();
+            ledger.push(Event::SessionsRefreshed { replica: replica_id.to_string(), alive, at: self.clock.follow() });
+        })
+        .await
+    }
+
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
+        self.guarded(Kind::Read, self.inner.rings_since(session_id, after_seq), nothing).await
+    }
+
+    async fn dispatch_pushes(&self) -> Result<PushReport> {
+        self.guarded(Kind::Write, self.inner.dispatch_pushes(), |report, ledger| {
+            self.pushed("dispatch", report, ledger)
+        })
+        .await
+    }
+
+    async fn reopen_sweep(&self) -> Result<PushReport> {
+        self.guarded(Kind::Write, self.inner.reopen_sweep(), |report, ledger| self.pushed("reopen", report, ledger))
+            .await
+    }
+
+    async fn heartbeat_sweep(&self) -> Result<PushReport> {
+        let call = self.inner.heartbeat_sweep();
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("heartbeat", report, ledger)).await
+    }
+
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        let call = self.inner.presence_sweep();
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("presence", report, ledger)).await
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        let call = self.inner.reconnect_digest(endpoint_id, session_id);
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("reconnect", report, ledger)).await
+    }
+
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
+        self.guarded(Kind::Read, self.inner.presence(endpoint_id), nothing).await
+    }
+
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<Override>,
+        by: OverrideBy,
+    ) -> Result<PresenceView> {
+        // The digest a clock-in rings is not in the answer (a `PresenceView`), so the ledger
+        // has the change only; the model's journal has the digest.
+        let call = self.inner.set_presence_override(endpoint_id, override_, by);
+        self.guarded(Kind::Write, call, |_, ledger| {
+            ledger.push(Event::PresenceSet { endpoint_id: endpoint_id.to_string(), override_ });
+        })
+        .await
+    }
+
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
+        self.guarded(Kind::Write, self.inner.set_shift(endpoint_id, shift), |_, ledger| {
+            ledger.push(Event::ShiftSet { endpoint_id: endpoint_id.to_string(), shift });
+        })
+        .await
+    }
+
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
+        self.guarded(Kind::Write, self.inner.add_hook(endpoint_id, url, secret, ignore_presence), nothing).await
+    }
+
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+        self.guarded(Kind::Read, self.inner.list_hooks(endpoint_id), nothing).await
+    }
+
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
+        self.guarded(Kind::Read, self.inner.hook_for_test(endpoint_id, hook_id), nothing).await
+    }
+
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.remove_hook(endpoint_id, hook_id), nothing).await
+    }
+
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
+        self.guarded(Kind::Write, self.inner.take_hook_calls(replica_id), nothing).await
+    }
+
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
+        self.guarded(Kind::Write, self.inner.finish_hook_call(call_id, replica_id, outcome), nothing).await
+    }
+}
