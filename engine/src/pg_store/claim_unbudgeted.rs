@@ -75,13 +75,22 @@ impl PgStore {
         );
         let rows: Vec<PgRow> = query.fetch_all(&self.pool).await.map_err(db_error)?;
         let mut path = FastPath { claimed: Vec::with_capacity(rows.len()), budgeted_next: false };
+        // The statement has committed: a row that does not decode is logged and the batch ends
+        // there, but the claims decoded before it are answered (an error would lose them too).
         for row in &rows {
             let claimed_id: Option<String> = row.try_get("id").map_err(db_error)?;
             if claimed_id.is_none() {
                 path.budgeted_next = true;
                 break;
             }
-            path.claimed.push(TodoRow::from_row(row).map_err(db_error)?.into_todo()?);
+            match TodoRow::from_row(row).map_err(db_error).and_then(TodoRow::into_todo) {
+                Ok(todo) => path.claimed.push(todo),
+                Err(error) if !path.claimed.is_empty() => {
+                    tracing::error!(%error, "a claimed todo did not decode; its lease will lapse");
+                    break;
+                }
+                Err(error) => return Err(error),
+            }
         }
         Ok(path)
     }

@@ -146,6 +146,11 @@ impl ClaimGroups {
         }
     }
 
+    /// How long a queued claimer waits for its group before giving up.
+    pub(crate) fn wait(&self) -> Duration {
+        self.wait
+    }
+
     fn sets(&self) -> MutexGuard<'_, HashMap<u64, Group>> {
         self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -187,7 +192,12 @@ impl ClaimGroups {
         let (seats, lead) = match self.join(set, queues, members) {
             Ok(queued) => queued,
             Err(members) => {
-                store.claim_next_group(set, queues, members, None).await;
+                // Claimed alone, but still at most `members_max` a transaction.
+                let mut members = members.into_iter().peekable();
+                while members.peek().is_some() {
+                    let chunk: Vec<Member> = members.by_ref().take(self.members_max).collect();
+                    store.claim_next_group(set, queues, chunk, None).await;
+                }
                 let answered = answers.into_iter().map(|answer| async {
                     answer.await.unwrap_or_else(|_| Err(Error::internal("claim group answer lost")))
                 });
