@@ -88,6 +88,14 @@ impl PgStore {
         if todos.is_empty() {
             let mut tx = self.begin().await?;
             let outcome = async {
+                // Locked in id order first, as the one statement locks them, so two such calls
+                // never wait on each other in a cycle; then checked in `ids` order, so the
+                // refusal names the first id refused.
+                sqlx::query("SELECT id FROM todos WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+                    .bind(ids)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
                 let mut todos = Vec::with_capacity(ids.len());
                 for id in ids {
                     let todo = self.complete_locked(&mut tx, actor, id, &result).await;
