@@ -191,7 +191,8 @@ async fn mcp_complete_ids_ends_all_or_none() {
     for id in &ids {
         assert_eq!(world.state(&alice, id).await, "claimed", "none completed");
     }
-    for bad in [json!({"ids": []}), json!({"ids": [ids[0], ids[0]]}), json!({"ids": "td_x"})] {
+    let both = json!({"id": ids[0], "ids": [ids[0]]});
+    for bad in [json!({"ids": []}), json!({"ids": [ids[0], ids[0]]}), json!({"ids": "td_x"}), both] {
         let (is_error, refused) = world.client.tool(&ep.slug, &ep.key, "complete", bad.clone()).await;
         assert!(is_error, "{bad}: {refused}");
         assert_eq!(refused["field"].as_str(), Some("ids"), "{bad}: {refused}");

@@ -49,9 +49,9 @@ fn build_tool_catalog() -> Vec<Tool> {
         ),
         (
             "complete",
-            "Mark a todo you hold as done, with an optional result; ids completes several at once, all or none.",
+            "Mark a todo you hold as done, with an optional result. Give id, or ids to complete several at once (all or none); not both.",
             json!({ "type": "object", "properties": { "id": id, "ids": ids, "result": {}, "summary": { "type": "string" } },
-                "oneOf": [{ "required": ["id"] }, { "required": ["ids"] }], "additionalProperties": false }),
+                "additionalProperties": false }),
         ),
         (
             "fail",

@@ -146,6 +146,9 @@ async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, name: &str, args:
 /// `complete {ids, result?, summary?}` (issue #31 item 2): every listed todo the caller holds,
 /// done in one transaction with the same result, or none (the refusal names the `id`).
 async fn complete_many_tool<S: Store>(store: &S, actor: &Actor, args: &Args<'_>) -> Result<Value> {
+    if args.opt_value("id").is_some() {
+        return Err(Error::invalid("ids", "give id or ids, not both"));
+    }
     args.only(&["ids", "result", "summary"])?;
     let result = outcome_value(args)?;
     let ids: Vec<String> = args.opt_str_list("ids")?.unwrap_or_default().into_iter().map(str::to_string).collect();
