@@ -20,8 +20,11 @@ impl PgStore {
     /// the `limit` oldest claimable todos are locked and their policies looked up by index, and
     /// those before the first budgeted one are claimed, in claim order: what `limit` lone
     /// `claim_next` calls would take by this path one after the other (`claim_next {max}`,
-    /// issue #31 item 2). A budgeted candidate and those after it are left untouched for the
-    /// transactional path of `claim.rs`.
+    /// issue #31 item 2). A budgeted candidate and those after it are left unclaimed for the
+    /// transactional path of `claim.rs`, but they were locked for the statement's few
+    /// milliseconds: a concurrent pick skips them meanwhile, as it skips any row another claimer
+    /// holds, and may answer empty for that instant (a batch can hide up to `limit` rows so, a
+    /// single claim one). Nothing is claimed or charged by it; the next poll sees them.
     pub(super) async fn claim_next_unbudgeted(
         &self,
         actor: &Actor,
