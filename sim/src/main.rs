@@ -82,85 +82,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { seeds, seed, faults, store, trace, mutant, jobs } => {
-            let replay_mutant = mutant.as_ref().map(|name| format!(" --mutant {name}")).unwrap_or_default();
-            let replay_features = if mutant.is_some() { " --features mutants" } else { "" };
-            let replay_faults = if faults == FaultsArg::None { " --faults none" } else { "" };
-            if let Some(name) = mutant {
-                #[cfg(not(feature = "mutants"))]
-                {
-                    eprintln!("--mutant {name}: this build has no seeded bugs; run it with `--features mutants`");
-                    return ExitCode::from(2);
-                }
-                #[cfg(feature = "mutants")]
-                let Some(found) = models::mutants::Mutant::ALL.into_iter().find(|m| m.name() == name) else {
-                    let names: Vec<&str> = models::mutants::Mutant::ALL.iter().map(|m| m.name()).collect();
-                    eprintln!("--mutant: no seeded bug is called {name}; known: {}", names.join(", "));
-                    return ExitCode::from(2);
-                };
-                #[cfg(feature = "mutants")]
-                models::mutants::activate(Some(found));
+            if let Some(name) = &mutant
+                && let Err(code) = activate_mutant(name)
+            {
+                return code;
             }
-            let started = Instant::now();
-            let mut reported = started;
-            let faults = faults == FaultsArg::All;
-            // Seeds share nothing but the cluster of a PostgreSQL store, so model seeds run on
-            // every core unless told otherwise.
-            let jobs = jobs.unwrap_or(if store == StoreArg::Model { default_jobs() } else { 1 });
-            let mut totals = sim::runner::Totals::default();
-            let mut failed = false;
-            let run = |seed: u64| {
-                let config = sim::world::Config::quick(seed, faults);
-                match store {
-                    StoreArg::Model => Ok(sim::runner::on_model(config)),
-                    StoreArg::Postgres => Ok(sim::runner::on_postgres(config)),
-                    StoreArg::Differential => sim::runner::differential(config),
-                }
-            };
-            sim::runner::in_seed_order(seed..seed + seeds, jobs, run, |seed, outcome| {
-                let outcome = match outcome {
-                    Ok(outcome) => outcome,
-                    Err(diff) => {
-                        eprintln!("{diff}");
-                        eprintln!(
-                            "replay: cargo run -p sim --release{replay_features} -- run --seeds 1 --seed {seed} --store differential{replay_faults}{replay_mutant}"
-                        );
-                        failed = true;
-                        return ControlFlow::Break(());
-                    }
-                };
-                if trace {
-                    for line in &outcome.trace {
-                        println!("{line}");
-                    }
-                }
-                totals.add(&outcome);
-                // A long run (thousands of seeds) says how far it got, on stderr beside failures.
-                if reported.elapsed() >= PROGRESS_EVERY {
-                    reported = Instant::now();
-                    let so_far = totals.summary(started.elapsed().as_secs_f64());
-                    eprintln!("at seed {seed} ({} of {seeds}): {so_far}", totals.seeds);
-                }
-                if !outcome.violations.is_empty() {
-                    for violation in &outcome.violations {
-                        eprintln!("seed {seed}: {violation}");
-                    }
-                    eprintln!(
-                        "replay: cargo run -p sim --release{replay_features} -- run --seeds 1 --seed {seed} --store {}{replay_faults}{replay_mutant} --trace",
-                        match store {
-                            StoreArg::Model => "model",
-                            StoreArg::Postgres => "postgres",
-                            StoreArg::Differential => "differential",
-                        }
-                    );
-                }
-                ControlFlow::Continue(())
-            });
-            if failed {
-                return ExitCode::FAILURE;
-            }
-            let elapsed = started.elapsed().as_secs_f64();
-            println!("{} | {jobs} job(s)", totals.summary(elapsed));
-            if totals.violations > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+            let replay = Replay { mutant, faults };
+            run_seeds(seed..seed + seeds, faults == FaultsArg::All, store, trace, jobs, &replay)
         }
         #[cfg(feature = "mutants")]
         Command::Mutants { seeds } => sim::mutants::hunt_all(seeds),
@@ -170,4 +98,111 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Switches on the seeded bug `name` for this process, or says why it cannot.
+fn activate_mutant(name: &str) -> Result<(), ExitCode> {
+    #[cfg(not(feature = "mutants"))]
+    {
+        eprintln!("--mutant {name}: this build has no seeded bugs; run it with `--features mutants`");
+        Err(ExitCode::from(2))
+    }
+    #[cfg(feature = "mutants")]
+    {
+        let Some(found) = models::mutants::Mutant::ALL.into_iter().find(|m| m.name() == name) else {
+            let names: Vec<&str> = models::mutants::Mutant::ALL.iter().map(|m| m.name()).collect();
+            eprintln!("--mutant: no seeded bug is called {name}; known: {}", names.join(", "));
+            return Err(ExitCode::from(2));
+        };
+        models::mutants::activate(Some(found));
+        Ok(())
+    }
+}
+
+/// What a replay command line must repeat of this run besides the seed and the store.
+struct Replay {
+    mutant: Option<String>,
+    faults: FaultsArg,
+}
+
+impl Replay {
+    /// The command that runs `seed` again on `store`.
+    fn command(&self, seed: u64, store: StoreArg, trace: bool) -> String {
+        let features = if self.mutant.is_some() { " --features mutants" } else { "" };
+        let faults = if self.faults == FaultsArg::None { " --faults none" } else { "" };
+        let mutant = self.mutant.as_ref().map(|name| format!(" --mutant {name}")).unwrap_or_default();
+        let store = match store {
+            StoreArg::Model => "model",
+            StoreArg::Postgres => "postgres",
+            StoreArg::Differential => "differential",
+        };
+        let trace = if trace { " --trace" } else { "" };
+        format!(
+            "cargo run -p sim --release{features} -- run --seeds 1 --seed {seed} --store {store}{faults}{mutant}{trace}"
+        )
+    }
+}
+
+/// `sim run`: the seeds in order on `jobs` threads (every core for the model store), each
+/// checked; a progress line now and then, a replay command for each failure, the summary last.
+fn run_seeds(
+    seeds: std::ops::Range<u64>,
+    faults: bool,
+    store: StoreArg,
+    trace: bool,
+    jobs: Option<usize>,
+    replay: &Replay,
+) -> ExitCode {
+    let started = Instant::now();
+    let mut reported = started;
+    let count = seeds.end - seeds.start;
+    // Seeds share nothing but the cluster of a PostgreSQL store, so model seeds run on every
+    // core unless told otherwise.
+    let jobs = jobs.unwrap_or(if store == StoreArg::Model { default_jobs() } else { 1 });
+    let mut totals = sim::runner::Totals::default();
+    let mut failed = false;
+    let run = |seed: u64| {
+        let config = sim::world::Config::quick(seed, faults);
+        match store {
+            StoreArg::Model => Ok(sim::runner::on_model(config)),
+            StoreArg::Postgres => Ok(sim::runner::on_postgres(config)),
+            StoreArg::Differential => sim::runner::differential(config),
+        }
+    };
+    sim::runner::in_seed_order(seeds, jobs, run, |seed, outcome| {
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(diff) => {
+                eprintln!("{diff}");
+                eprintln!("replay: {}", replay.command(seed, StoreArg::Differential, false));
+                failed = true;
+                return ControlFlow::Break(());
+            }
+        };
+        if trace {
+            for line in &outcome.trace {
+                println!("{line}");
+            }
+        }
+        totals.add(&outcome);
+        // A long run (thousands of seeds) says how far it got, on stderr beside failures.
+        if reported.elapsed() >= PROGRESS_EVERY {
+            reported = Instant::now();
+            let so_far = totals.summary(started.elapsed().as_secs_f64());
+            eprintln!("at seed {seed} ({} of {count}): {so_far}", totals.seeds);
+        }
+        if !outcome.violations.is_empty() {
+            for violation in &outcome.violations {
+                eprintln!("seed {seed}: {violation}");
+            }
+            eprintln!("replay: {}", replay.command(seed, store, true));
+        }
+        ControlFlow::Continue(())
+    });
+    if failed {
+        return ExitCode::FAILURE;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("{} | {jobs} job(s)", totals.summary(elapsed));
+    if totals.violations > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
