@@ -15,6 +15,7 @@ use models::error::{Code, Error, Result};
 use models::identity::QueueIdentity;
 use models::push::{self, HOOK_DEFERRED_AT_SEND, HookCall, HookOutcome, NotifyHook};
 use serde_json::Value;
+use sqlx::{Postgres, Transaction};
 
 const HOOK_COLUMNS: &str =
     "h.id, h.endpoint_id, h.url, h.ignore_presence, h.enabled, h.consecutive_failures, h.disabled_reason, h.created_at";
@@ -166,90 +167,50 @@ impl PgStore {
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db_error)?;
-            let due: Vec<CallRow> = sqlx::query_as(
-                "SELECT o.id, o.hook_id, h.url, h.secret, o.msg_id, o.body, o.attempts, \
-                   t.endpoint_id AS todo_endpoint_id, t.team_id AS todo_team_id, t.queue AS todo_queue \
-                 FROM hook_outbox o JOIN notify_hooks h ON h.id = o.hook_id \
-                 LEFT JOIN todos t ON t.id = o.body->>'todo_id' \
-                 WHERE o.outcome IS NULL AND o.next_attempt_at <= $1 AND (o.leased_until IS NULL OR o.leased_until < $1) \
-                   AND h.enabled \
-                 ORDER BY o.next_attempt_at, o.id LIMIT $2 FOR UPDATE OF o SKIP LOCKED",
-            )
-            .bind(now)
-            .bind(push::HOOK_CALLS_PER_PASS_MAX)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_error)?;
-            // REQ-8 (issue #28): no hook call while its queue is deferred, checked again at send
-            // time. A call whose queue was deferred since it was enqueued is dropped and its queue
-            // watched; the reopening enqueues a `reopened` call.
-            let identities: Vec<Option<QueueIdentity>> = due.iter().map(CallRow::identity).collect();
-            let deferred = self.deferred_among(identities.iter().flatten()).await?;
-            let mut sendable = Vec::with_capacity(due.len());
-            for (row, identity) in due.into_iter().zip(identities) {
-                match identity.filter(|identity| deferred.contains(identity)) {
-                    Some(identity) => {
-                        sqlx::query(
-                            "UPDATE hook_outbox SET outcome = 'dropped', last_error = $2, leased_until = NULL WHERE id = $1",
-                        )
-                        .bind(row.id)
-                        .bind(HOOK_DEFERRED_AT_SEND)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_error)?;
-                        self.watch_if_waiting(&mut tx, &identity, now).await?;
-                    }
-                    None => sendable.push(row),
-                }
-            }
-            let due = sendable;
+            let due = lock_due_calls(&mut tx, now).await?;
+            let due = self.drop_deferred_calls(&mut tx, due, now).await?;
             let minute = now.duration_trunc(Duration::minutes(1)).unwrap_or(now);
             let mut calls = Vec::new();
             for row in due {
-                // Counting on the hook row: exact across replicas, reset each minute.
-                let allowed: Option<String> = sqlx::query_scalar(
-                    "UPDATE notify_hooks SET rate_calls = CASE WHEN rate_minute = $2 THEN rate_calls + 1 ELSE 1 END, \
-                       rate_minute = $2 \
-                     WHERE id = $1 AND (rate_minute IS DISTINCT FROM $2 OR rate_calls < $3) RETURNING id",
-                )
-                .bind(&row.hook_id)
-                .bind(minute)
-                .bind(push::HOOK_CALLS_PER_MINUTE_MAX)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                let (leased_until, next_attempt_at) = match allowed {
-                    Some(_) => (Some(now + Duration::seconds(push::HOOK_LEASE_SECONDS)), None),
-                    None => (None, Some(minute + Duration::minutes(1))),
-                };
-                sqlx::query(
-                    "UPDATE hook_outbox SET leased_by = CASE WHEN $2::timestamptz IS NULL THEN leased_by ELSE $4 END, \
-                       leased_until = coalesce($2, leased_until), next_attempt_at = coalesce($3, next_attempt_at) \
-                     WHERE id = $1",
-                )
-                .bind(row.id)
-                .bind(leased_until)
-                .bind(next_attempt_at)
-                .bind(replica)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-                if leased_until.is_some() {
-                    calls.push(HookCall {
-                        id: row.id,
-                        hook_id: row.hook_id,
-                        url: row.url,
-                        secret: row.secret,
-                        msg_id: row.msg_id,
-                        body: row.body,
-                        attempts: row.attempts,
-                    });
+                if let Some(call) = lease_within_rate(&mut tx, row, replica, now, minute).await? {
+                    calls.push(call);
                 }
             }
             Ok(calls)
         }
         .await;
         finish(tx, outcome).await
+    }
+
+    /// REQ-8 (issue #28): no hook call while its queue is deferred, checked again at send time.
+    /// A call whose queue was deferred since it was enqueued is dropped and its queue watched
+    /// (the reopening enqueues a `reopened` call); the others are returned, in order.
+    async fn drop_deferred_calls(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        due: Vec<CallRow>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<CallRow>> {
+        let identities: Vec<Option<QueueIdentity>> = due.iter().map(CallRow::identity).collect();
+        let deferred = self.deferred_among(identities.iter().flatten()).await?;
+        let mut sendable = Vec::with_capacity(due.len());
+        for (row, identity) in due.into_iter().zip(identities) {
+            match identity.filter(|identity| deferred.contains(identity)) {
+                Some(identity) => {
+                    sqlx::query(
+                        "UPDATE hook_outbox SET outcome = 'dropped', last_error = $2, leased_until = NULL WHERE id = $1",
+                    )
+                    .bind(row.id)
+                    .bind(HOOK_DEFERRED_AT_SEND)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(db_error)?;
+                    self.watch_if_waiting(tx, &identity, now).await?;
+                }
+                None => sendable.push(row),
+            }
+        }
+        Ok(sendable)
     }
 
     /// Records a call's outcome while `replica` still holds its lease: delivered; failed
@@ -346,4 +307,70 @@ async fn record_hook_health(
         .map_err(db_error)?;
     }
     Ok(())
+}
+
+/// The due calls of enabled hooks no replica holds, oldest first, locked (`SKIP LOCKED`, so
+/// replicas take different calls), at most `HOOK_CALLS_PER_PASS_MAX`.
+async fn lock_due_calls(tx: &mut Transaction<'static, Postgres>, now: DateTime<Utc>) -> Result<Vec<CallRow>> {
+    sqlx::query_as(
+        "SELECT o.id, o.hook_id, h.url, h.secret, o.msg_id, o.body, o.attempts, \
+           t.endpoint_id AS todo_endpoint_id, t.team_id AS todo_team_id, t.queue AS todo_queue \
+         FROM hook_outbox o JOIN notify_hooks h ON h.id = o.hook_id \
+         LEFT JOIN todos t ON t.id = o.body->>'todo_id' \
+         WHERE o.outcome IS NULL AND o.next_attempt_at <= $1 AND (o.leased_until IS NULL OR o.leased_until < $1) \
+           AND h.enabled \
+         ORDER BY o.next_attempt_at, o.id LIMIT $2 FOR UPDATE OF o SKIP LOCKED",
+    )
+    .bind(now)
+    .bind(push::HOOK_CALLS_PER_PASS_MAX)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_error)
+}
+
+/// Leases `row` to `replica` if its hook is within this minute's call limit (counted on the hook
+/// row: exact across replicas, reset each minute); otherwise moves it to the next minute.
+async fn lease_within_rate(
+    tx: &mut Transaction<'static, Postgres>,
+    row: CallRow,
+    replica: &str,
+    now: DateTime<Utc>,
+    minute: DateTime<Utc>,
+) -> Result<Option<HookCall>> {
+    let allowed: Option<String> = sqlx::query_scalar(
+        "UPDATE notify_hooks SET rate_calls = CASE WHEN rate_minute = $2 THEN rate_calls + 1 ELSE 1 END, \
+           rate_minute = $2 \
+         WHERE id = $1 AND (rate_minute IS DISTINCT FROM $2 OR rate_calls < $3) RETURNING id",
+    )
+    .bind(&row.hook_id)
+    .bind(minute)
+    .bind(push::HOOK_CALLS_PER_MINUTE_MAX)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    let (leased_until, next_attempt_at) = match allowed {
+        Some(_) => (Some(now + Duration::seconds(push::HOOK_LEASE_SECONDS)), None),
+        None => (None, Some(minute + Duration::minutes(1))),
+    };
+    sqlx::query(
+        "UPDATE hook_outbox SET leased_by = CASE WHEN $2::timestamptz IS NULL THEN leased_by ELSE $4 END, \
+           leased_until = coalesce($2, leased_until), next_attempt_at = coalesce($3, next_attempt_at) \
+         WHERE id = $1",
+    )
+    .bind(row.id)
+    .bind(leased_until)
+    .bind(next_attempt_at)
+    .bind(replica)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_error)?;
+    Ok(leased_until.map(|_| HookCall {
+        id: row.id,
+        hook_id: row.hook_id,
+        url: row.url,
+        secret: row.secret,
+        msg_id: row.msg_id,
+        body: row.body,
+        attempts: row.attempts,
+    }))
 }
