@@ -212,40 +212,66 @@ impl PgStore {
                 idle_picks_left -= usize::from(!claimed_any);
                 let Some(reason) = refused else { continue };
                 let identity = candidates[0].identity.clone();
-                self.counters.refused(&identity.queue, reason);
-                // Only a limit that refuses every candidate marks the set. Not in_flight_full,
-                // which the read first leaves to the lock, and not admission_unavailable, which is
-                // most often a lock timeout that the unlocked read cannot see.
-                if matches!(reason, Reason::Paused | Reason::WindowExhausted) {
-                    self.refused_hint.mark(set, true);
-                }
+                self.count_refusal(set, &identity, reason);
                 if mutant_hooks::claim_next_gives_up_after_refusal() {
                     turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
                     return Ok(());
                 }
-                if rounds.refused(identity, reason) {
-                    let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
-                    let statuses = mutant_hooks::pre_skip_statuses(statuses);
-                    for (identity, reason) in rounds.exclude_deferred(statuses) {
-                        self.counters.refused(&identity.queue, reason);
-                    }
-                }
+                self.exclude_refused(queues, &mut rounds, identity, reason).await?;
             }
             // Nothing claimable outside the excluded queues: the deferred list, or one more round.
-            let excluded = rounds.excluded();
-            let statuses =
-                if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(excluded, Pending::Count).await? };
-            if let Exhausted::Answer(answer) = rounds.exhausted(statuses) {
-                if let ClaimNext::Empty { deferred } = &answer {
-                    let waiting: Vec<QueueIdentity> = deferred.iter().map(|d| d.identity.clone()).collect();
-                    self.watch_refused(&waiting).await;
-                }
+            if let Some(answer) = self.answer_when_exhausted(&mut rounds).await? {
                 turns.answer_all(Ok(answer));
                 return Ok(());
             }
         }
         turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
         Ok(())
+    }
+
+    /// A refusal met under the lock: counted, and the set marked for the read first when a
+    /// limit refuses every candidate. Not in_flight_full, which the read first leaves to the
+    /// lock, and not admission_unavailable, which is most often a lock timeout that the unlocked
+    /// read cannot see.
+    fn count_refusal(&self, set: u64, identity: &QueueIdentity, reason: Reason) {
+        self.counters.refused(&identity.queue, reason);
+        if matches!(reason, Reason::Paused | Reason::WindowExhausted) {
+            self.refused_hint.mark(set, true);
+        }
+    }
+
+    /// The refused queue excluded from the next pick, and after the first refusal the queues an
+    /// unlocked read shows deferred too (REQ-4's permitted pre-skip), each counted.
+    async fn exclude_refused(
+        &self,
+        queues: &[QueueIdentity],
+        rounds: &mut ClaimNextRounds,
+        identity: QueueIdentity,
+        reason: Reason,
+    ) -> Result<()> {
+        if rounds.refused(identity, reason) {
+            let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
+            let statuses = mutant_hooks::pre_skip_statuses(statuses);
+            for (identity, reason) in rounds.exclude_deferred(statuses) {
+                self.counters.refused(&identity.queue, reason);
+            }
+        }
+        Ok(())
+    }
+
+    /// When nothing is claimable outside the excluded queues: the answer (empty, with the
+    /// deferred list, whose queues are watched for their reopening, REQ-8), or None for one
+    /// more round (a refused queue has reopened since).
+    async fn answer_when_exhausted(&self, rounds: &mut ClaimNextRounds) -> Result<Option<ClaimNext>> {
+        let excluded = rounds.excluded();
+        let statuses =
+            if excluded.is_empty() { vec![] } else { self.queue_admissions_tx(excluded, Pending::Count).await? };
+        let Exhausted::Answer(answer) = rounds.exhausted(statuses) else { return Ok(None) };
+        if let ClaimNext::Empty { deferred } = &answer {
+            let waiting: Vec<QueueIdentity> = deferred.iter().map(|d| d.identity.clone()).collect();
+            self.watch_refused(&waiting).await;
+        }
+        Ok(Some(answer))
     }
 
     /// Step 6 for a group: one commit for every claim made, then each claimer gets its claim.
@@ -409,12 +435,7 @@ impl PgStore {
 
         // 6. Claim the admitted ones and charge one unit each.
         let charged_window = policy.charged_window(observed.now);
-        let mut charged = Vec::with_capacity(admitted);
-        for (candidate, _) in &offers[..admitted] {
-            let charge = charged_window.map(|(start, _)| start);
-            charged.push(mutant_hooks::charge(tx, &candidate.id, charge).await?.is_some());
-        }
-        let units = charged.iter().filter(|charged| **charged).count() as i64;
+        let (charged, units) = charges(tx, &offers[..admitted], charged_window).await?;
         let charge = charged_window.filter(|_| units > 0).map(|(start, _)| Charge { window_start: start, units });
         let (todos, used_after) = claim_locked(tx, &offers[..admitted], observed.now, charge).await?;
         if let (Some(max), Some(used)) = (policy.max_claims_per_window, used_after)
@@ -422,23 +443,8 @@ impl PgStore {
         {
             assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
         }
-        // Each claim's headroom as it stood right after that claim.
-        let mut used_so_far = used_after.map(|used| used - units);
-        let claimed = todos
-            .into_iter()
-            .zip(charged)
-            .zip(&in_turn.admitted)
-            .map(|((todo, charged), seen)| {
-                let used = if charged {
-                    used_so_far = used_so_far.map(|used| used + 1);
-                    used_so_far
-                } else {
-                    None
-                };
-                let headroom = Headroom::after_claim(policy, seen.in_flight, used, charged_window);
-                Claimed { todo, admission: Some(headroom) }
-            })
-            .collect::<Vec<Claimed>>();
+        let used_before = used_after.map(|used| used - units);
+        let claimed = with_headroom(policy, charged_window, todos, &charged, &in_turn.admitted, used_before);
         // REQ-8 (issue #28): a claim that leaves no room defers the queue; the reopen watch is
         // recorded in this transaction, whatever surface the claim came from.
         if claimed.last().and_then(|c| c.admission.as_ref()).is_some_and(Headroom::leaves_no_room) {
@@ -519,6 +525,52 @@ impl PgStore {
             reaper_interval: self.reaper_interval_chrono(),
         })
     }
+}
+
+/// Which admitted offers are charged to `charged_window` (every one, REQ-3; the seeded
+/// `ChargePerTodo` bug may leave some out), and how many units that is.
+async fn charges(
+    tx: &mut Transaction<'static, Postgres>,
+    offers: &[Offer<'_>],
+    charged_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+) -> Result<(Vec<bool>, i64)> {
+    let mut charged = Vec::with_capacity(offers.len());
+    for (candidate, _) in offers {
+        let charge = charged_window.map(|(start, _)| start);
+        charged.push(mutant_hooks::charge(tx, &candidate.id, charge).await?.is_some());
+    }
+    let units = charged.iter().filter(|charged| **charged).count() as i64;
+    Ok((charged, units))
+}
+
+/// The claims of one statement, each with its headroom as it stood right after that claim (REQ-7):
+/// the window's usage counted up from `used_before` (the usage before the statement's charge),
+/// one unit per claim that was charged to `charged_window`, and the in-flight count `decide` saw
+/// for it.
+fn with_headroom(
+    policy: &Policy,
+    charged_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    todos: Vec<Todo>,
+    charged: &[bool],
+    seen: &[Observation],
+    used_before: Option<i64>,
+) -> Vec<Claimed> {
+    let mut used_so_far = used_before;
+    todos
+        .into_iter()
+        .zip(charged)
+        .zip(seen)
+        .map(|((todo, &charged), seen)| {
+            let used = if charged {
+                used_so_far = used_so_far.map(|used| used + 1);
+                used_so_far
+            } else {
+                None
+            };
+            let headroom = Headroom::after_claim(policy, seen.in_flight, used, charged_window);
+            Claimed { todo, admission: Some(headroom) }
+        })
+        .collect()
 }
 
 fn unavailable() -> Admission {
