@@ -36,7 +36,7 @@ use super::admission::Pending;
 use super::groups::{Member, Turns};
 use super::mutant_hooks;
 use super::rows::{LockedPolicy, lock_policy, lock_todo};
-use super::{PgStore, QueueSetHint, db_error, finish};
+use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Utc};
 use models::admission::{self, Headroom, Observation, Policy, Reason};
 use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
@@ -100,32 +100,13 @@ impl PgStore {
         queues: &[QueueIdentity],
         lease_seconds: i64,
     ) -> Result<ClaimNext> {
-        if queues.is_empty() {
-            return Ok(ClaimNext::Empty { deferred: vec![] });
-        }
-        // Queues without a policy: steps 1, 2 and the claim in a single statement. A queue set
-        // whose oldest candidate was budgeted last time goes straight to the transaction, which
-        // handles an unbudgeted candidate too (the hint only saves a statement).
-        let set = QueueSetHint::fingerprint(queues);
-        if !self.budgeted_hint.contains(set) {
-            let path = self.claim_next_unbudgeted(actor, queues, lease_seconds, 1).await?;
-            if let Some(todo) = path.claimed.into_iter().next() {
-                self.counters.claimed(&todo.identity.queue, false);
-                return Ok(ClaimNext::Claimed(Box::new(Claimed { todo, admission: None })));
-            }
-            if !path.budgeted_next {
-                return Ok(ClaimNext::Empty { deferred: vec![] });
-            }
-            self.budgeted_hint.mark(set, true);
-        }
-        // Budgeted claimers of this queue set join one transaction on this replica, taking
-        // their claims in turn under one policy lock; the rest wait in memory, holding nothing
-        // (issue #15, `groups.rs`).
-        let answer = self.claim_groups.claim_next(self, set, actor, queues, lease_seconds).await?;
-        if matches!(&answer, ClaimNext::Claimed(claimed) if claimed.admission.is_none()) {
-            self.budgeted_hint.mark(set, false);
-        }
-        Ok(answer)
+        // A single claim is a batch of one (`claim_many.rs`): the one-statement path for a queue
+        // without a policy, else a seat in the queue set's group claim.
+        let mut one = self.claim_next_many_tx(actor, queues, lease_seconds, 1).await?;
+        Ok(match one.claimed.pop() {
+            Some(claimed) => ClaimNext::Claimed(Box::new(claimed)),
+            None => ClaimNext::Empty { deferred: one.deferred },
+        })
     }
 
     /// The transactional path of `claim_next`, once the oldest candidate turned out budgeted,

@@ -1,5 +1,6 @@
 //! `claim_next {max}` (issue #31 item 2): up to `max` claims for one caller, each decided and
-//! charged in turn exactly as that many `claim_next` calls one after another would be.
+//! charged in turn exactly as that many `claim_next` calls one after another would be. A single
+//! `claim_next` is a batch of one.
 //!
 //! Exists so an agent draining a queue pays one request, one statement and one commit for many
 //! todos instead of one each. It adds no admission rule of its own: the unbudgeted todos at the
@@ -39,6 +40,9 @@ impl PgStore {
                 break;
             }
             let wanted = max - many.claimed.len();
+            // Queues without a policy: steps 1, 2 and the claims in a single statement. A queue
+            // set whose oldest candidate was budgeted last time goes straight to the group claim,
+            // which handles an unbudgeted candidate too (the hint only saves a statement).
             if !self.budgeted_hint.contains(set) {
                 let path = self.claim_next_unbudgeted(actor, queues, lease_seconds, wanted).await;
                 let path = match path {
@@ -61,7 +65,7 @@ impl PgStore {
             // joins one group claim; across several queues, one seat at a time.
             let seats = if queues.len() == 1 { wanted } else { 1 };
             let answers = self.claim_groups.claim_next_many(self, set, actor, queues, lease_seconds, seats).await;
-            if !self.take_answers(answers, &mut many)? {
+            if !take_answers(answers, &mut many)? {
                 break;
             }
             if many.claimed.last().is_some_and(|claimed| claimed.admission.is_none()) {
@@ -70,32 +74,32 @@ impl PgStore {
         }
         Ok(many)
     }
+}
 
-    /// Adds a group claim's answers to `many`: whether to go on claiming. Every claim made is
-    /// kept, whatever came after it (a committed claim whose answer is dropped would only come
-    /// back when its lease lapses); an empty answer ends the batch with its deferred list; an
-    /// error ends it, and is the answer when nothing was claimed.
-    fn take_answers(&self, answers: Vec<Result<ClaimNext>>, many: &mut ClaimedMany) -> Result<bool> {
-        let mut go_on = true;
-        let mut first_error = None;
-        for answer in answers {
-            match answer {
-                Ok(ClaimNext::Claimed(claimed)) => many.claimed.push(*claimed),
-                Ok(ClaimNext::Empty { deferred }) => {
-                    if go_on {
-                        many.deferred = deferred;
-                    }
-                    go_on = false;
+/// Adds a group claim's answers to `many`: whether to go on claiming. Every claim made is
+/// kept, whatever came after it (a committed claim whose answer is dropped would only come
+/// back when its lease lapses); an empty answer ends the batch with its deferred list; an
+/// error ends it, and is the answer when nothing was claimed.
+fn take_answers(answers: Vec<Result<ClaimNext>>, many: &mut ClaimedMany) -> Result<bool> {
+    let mut go_on = true;
+    let mut first_error = None;
+    for answer in answers {
+        match answer {
+            Ok(ClaimNext::Claimed(claimed)) => many.claimed.push(*claimed),
+            Ok(ClaimNext::Empty { deferred }) => {
+                if go_on {
+                    many.deferred = deferred;
                 }
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                    go_on = false;
-                }
+                go_on = false;
+            }
+            Err(error) => {
+                first_error.get_or_insert(error);
+                go_on = false;
             }
         }
-        match first_error {
-            Some(error) if many.claimed.is_empty() => Err(error),
-            _ => Ok(go_on),
-        }
+    }
+    match first_error {
+        Some(error) if many.claimed.is_empty() => Err(error),
+        _ => Ok(go_on),
     }
 }

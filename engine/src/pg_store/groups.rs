@@ -155,25 +155,12 @@ impl ClaimGroups {
         self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The budgeted `claim_next` of one claimer: queue for the set's next group claim (starting
-    /// its leader if none runs), then wait for the answer. A claimer still queued after `wait`
-    /// gives up with a retryable `unavailable` that charged nothing.
-    pub(crate) async fn claim_next(
-        self: &Arc<Self>,
-        store: &PgStore,
-        set: u64,
-        actor: &Actor,
-        queues: &[QueueIdentity],
-        lease_seconds: i64,
-    ) -> Result<ClaimNext> {
-        let mut answers = self.claim_next_many(store, set, actor, queues, lease_seconds, 1).await;
-        answers.pop().unwrap_or_else(|| Err(Error::internal("claim group answer lost")))
-    }
-
-    /// `count` claims of one claimer (`claim_next {max}`, issue #31 item 2): `count` seats taken
-    /// at once and in order, so the next group claim serves them one after the other under one
-    /// policy lock (up to `members_max` a transaction), each decided as a lone claimer's would
-    /// be. Answered in seat order; each seat gives up after `wait` on its own.
+    /// The budgeted `claim_next` of a claimer, `count` times (a single claim is a batch of one):
+    /// `count` seats taken at once and in order, starting the set's leader if none runs, so the
+    /// next group claim serves them one after the other under one policy lock (up to
+    /// `members_max` a transaction), each decided as a lone claimer's would be. Answered in seat
+    /// order; a seat still queued after `wait` gives up with a retryable `unavailable` that
+    /// charged nothing.
     pub(crate) async fn claim_next_many(
         self: &Arc<Self>,
         store: &PgStore,
