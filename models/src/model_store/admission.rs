@@ -97,9 +97,15 @@ impl ModelStore {
     /// does not evaluate.
     fn evaluate_row(&self, state: &State, row: &PolicyRow, now: DateTime<Utc>, pending: Pending) -> QueueAdmission {
         let evaluated = row.evaluate();
-        let of_identity = || state.todos.values().filter(|t| t.identity == row.identity);
-        let pending_count = of_identity().filter(|t| t.state == TodoState::Pending).count() as i64;
-        let in_flight: Vec<_> = of_identity().filter(|t| t.state == TodoState::Claimed).collect();
+        // One pass over the todos: the identity's pending count and its todos in flight.
+        let (mut pending_count, mut in_flight) = (0_i64, Vec::new());
+        for todo in state.todos.values().filter(|t| t.identity == row.identity) {
+            match todo.state {
+                TodoState::Pending => pending_count += 1,
+                TodoState::Claimed => in_flight.push(todo),
+                _ => {}
+            }
+        }
         // Takeover candidates: claimable again (`Todo::claimable_at`), yet counted in flight.
         let lapsed = in_flight.iter().filter(|t| t.claimable_at(now)).count() as i64;
         let used = match &evaluated {

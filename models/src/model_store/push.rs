@@ -315,18 +315,23 @@ impl ModelStore {
             .filter(|(_, _, rings)| *rings < push::RINGS_PER_TODO_MAX)
             .collect();
         candidates.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
-        let due: Vec<Todo> = candidates
+        let due: Vec<&Todo> = candidates
             .into_iter()
             .take(HEARTBEAT_CANDIDATES_MAX)
             .filter(|(last, _, rings)| push::heartbeat_due_at(*rings, *last).is_some_and(|at| at <= now))
-            .map(|(_, todo, _)| todo.clone())
+            .map(|(_, todo, _)| todo)
             .collect();
         let deferred = self.deferred_among(&state, due.iter().map(|t| &t.identity));
+        let eligible: Vec<&Todo> = due.into_iter().filter(|t| !deferred.contains(&t.identity)).collect();
+        // Only the todos it rings are copied out: most due todos wait in deferred queues.
+        let chosen: Vec<Todo> =
+            push::round_robin(eligible, |t| t.identity.owner.clone(), push::HEARTBEAT_TODOS_PER_SWEEP_MAX)
+                .into_iter()
+                .cloned()
+                .collect();
         for identity in deferred.iter().filter(|_| !mutants::hooks::watch_on_refusal_only()) {
             state.watch_if_waiting(identity, now);
         }
-        let eligible: Vec<Todo> = due.into_iter().filter(|t| !deferred.contains(&t.identity)).collect();
-        let chosen = push::round_robin(eligible, |t| t.identity.owner.clone(), push::HEARTBEAT_TODOS_PER_SWEEP_MAX);
         let mut report = PushReport::default();
         for todo in chosen {
             report.absorb(state.push_todo(&todo, RingReason::Heartbeat, None, now)?);
