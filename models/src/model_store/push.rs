@@ -358,6 +358,16 @@ impl State {
         self.push.due.push(DueRow { seq, todo_id: todo_id.to_string(), reason });
     }
 
+    /// How many push-due rows are written: the mark a rolled-back batch returns to.
+    pub(super) fn push_due_mark(&self) -> usize {
+        self.push.due.len()
+    }
+
+    /// Forgets the push-due rows written after `mark`: their transaction rolled back.
+    pub(super) fn roll_back_push_due(&mut self, mark: usize) {
+        self.push.due.truncate(mark);
+    }
+
     /// Issue #28 (`PgStore::watch_if_waiting`): watches an identity that has pending work, when
     /// it became deferred (a claim filled it, a policy write or the heartbeat found it so) or a
     /// claim was refused.

@@ -206,6 +206,32 @@ fn req3_a_redelivery_creates_nothing_and_a_full_queue_records_no_delivery() {
     assert_eq!(counters.intake_refusals[&("hooks".to_string(), "ingest".to_string())], 1);
 }
 
+// Issue #15 (a batch is one transaction): a refusal mid-batch undoes the todos created before
+// it, and the ids they took, as PostgreSQL's rollback does in the model's terms.
+#[test]
+fn a_batch_refused_midway_leaves_no_todo_and_no_spent_id() {
+    let world = World::new(&["bulk"]);
+    let new = |title: &str| NewTodo {
+        identity: world.queue("bulk"),
+        title: title.into(),
+        payload: None,
+        idempotency_key: None,
+        max_attempts: 3,
+        created_by_kind: CreatedByKind::Human,
+        created_by_id: Some(world.human_id.clone()),
+    };
+    run(world.store.set_queue_capacity(2, &world.human_id)).expect("capacity");
+    let full = run(world.store.create_todos(vec![new("a"), new("b"), new("c")])).expect_err("the third is over");
+    assert_eq!(full.code, Code::QueueFull);
+    let pending = || world.store.lock().todos.values().filter(|t| t.state == TodoState::Pending).count();
+    assert_eq!(pending(), 0, "the two created before the refusal are rolled back");
+    assert_eq!(world.store.lock().push_due_mark(), 0, "their push rows too");
+
+    let made = run(world.store.create_todos(vec![new("d")])).expect("room again");
+    assert_eq!(made[0].todo.id, format!("td_{:032x}", 1), "the rolled-back ids were not spent");
+    assert_eq!(pending(), 1);
+}
+
 // base-system §2: a dead letter's key may be reused; Retry now then collides, as in PostgreSQL.
 #[test]
 fn retry_now_of_a_dead_letter_whose_key_was_reused_is_refused() {

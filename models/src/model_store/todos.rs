@@ -38,19 +38,14 @@ impl ModelStore {
         let mut state = self.lock();
         let capacity = state.capacity(self.intake_env).effective;
         let now = self.clock.now();
-        let mut tx = state.clone();
-        let mut created = Vec::with_capacity(todos.len());
-        for new in &todos {
-            match tx.create_in(new, now, capacity) {
-                Ok(made) => created.push(made),
-                Err(error) => {
-                    drop(state);
-                    self.counters.create_answered(new, &Err(error.clone()));
-                    return Err(error);
-                }
+        let created = match state.create_all(&todos, now, capacity) {
+            Ok(created) => created,
+            Err((at, error)) => {
+                drop(state);
+                self.counters.create_answered(&todos[at], &Err(error.clone()));
+                return Err(error);
             }
-        }
-        *state = tx;
+        };
         drop(state);
         for (new, made) in todos.iter().zip(&created) {
             self.counters.create_answered(new, &Ok(made.clone()));
@@ -83,6 +78,34 @@ impl ModelStore {
 }
 
 impl State {
+    /// Creates `todos` in order at `now`, all or none: on the first refusal every change the
+    /// earlier ones made is undone (a transaction's rollback) and the refused index is answered.
+    /// Undone exactly: `create_in` changes nothing but the id and push counters, the todos and
+    /// the push-due rows (a copy of the whole state per batch was the model's costliest step).
+    pub(super) fn create_all(
+        &mut self,
+        todos: &[NewTodo],
+        now: DateTime<Utc>,
+        capacity: i64,
+    ) -> std::result::Result<Vec<Created>, (usize, Error)> {
+        let (sequences, due_rows) = (self.sequences.clone(), self.push_due_mark());
+        let mut created: Vec<Created> = Vec::with_capacity(todos.len());
+        for (at, new) in todos.iter().enumerate() {
+            match self.create_in(new, now, capacity) {
+                Ok(made) => created.push(made),
+                Err(error) => {
+                    for made in created.iter().filter(|c| !c.deduped) {
+                        self.todos.remove(&made.todo.id);
+                    }
+                    self.roll_back_push_due(due_rows);
+                    self.sequences = sequences;
+                    return Err((at, error));
+                }
+            }
+        }
+        Ok(created)
+    }
+
     /// Inserts a todo created at `now`, deduping on the idempotency key among live todos. With
     /// a `capacity` (> 0) a dedup hit is answered first and never capped, then the count decides.
     pub(super) fn create_in(&mut self, new: &NewTodo, now: DateTime<Utc>, capacity: i64) -> Result<Created> {

@@ -9,7 +9,7 @@ use super::{ModelStore, WebhookRow, database_error, queue_name_ok};
 use crate::error::{Code, Error, Result};
 use crate::identity::QueueIdentity;
 use crate::store::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary};
-use crate::todo::{Created, NewTodo};
+use crate::todo::NewTodo;
 
 impl ModelStore {
     /// Registers a webhook owned by a human, fanning out to `targets` in the given order (REQ-2).
@@ -110,31 +110,21 @@ impl ModelStore {
         if !(1..=200).contains(&delivery_id.chars().count()) || !state.webhooks.iter().any(|w| w.id == webhook_id) {
             return Err(database_error());
         }
-        // The transaction: work on a copy, keep it only if every copy was created.
-        let mut tx = state.clone();
-        let mut created: Vec<Created> = Vec::new();
-        let mut outcome = Ok(());
-        for todo in &todos {
-            match tx.create_in(todo, now, capacity) {
-                Ok(made) => created.push(made),
-                Err(error) => {
-                    outcome = Err(error);
-                    break;
+        // The transaction: every todo created, or none.
+        let created = match state.create_all(&todos, now, capacity) {
+            Ok(created) => created,
+            Err((_, error)) => {
+                drop(state);
+                if error.code == Code::QueueFull
+                    && let Some(queue) = error.extras.get("queue").and_then(serde_json::Value::as_str)
+                {
+                    self.counters.intake_refused(queue, "ingest");
                 }
+                return Err(error);
             }
-        }
-        if let Err(error) = outcome {
-            drop(state);
-            if error.code == Code::QueueFull
-                && let Some(queue) = error.extras.get("queue").and_then(serde_json::Value::as_str)
-            {
-                self.counters.intake_refused(queue, "ingest");
-            }
-            return Err(error);
-        }
+        };
         let todo_ids: Vec<String> = created.iter().map(|c| c.todo.id.clone()).collect();
-        tx.deliveries.insert(key, todo_ids.clone());
-        *state = tx;
+        state.deliveries.insert(key, todo_ids.clone());
         drop(state);
         for made in created.iter().filter(|c| !c.deduped) {
             self.counters.created(&made.todo.identity.queue, made.todo.created_by_kind.as_str());
