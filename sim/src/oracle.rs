@@ -14,16 +14,28 @@ use std::collections::HashMap;
 #[derive(Default)]
 pub struct Oracle {
     day_starts: HashMap<(String, NaiveDate, NaiveTime), DateTime<Utc>>,
+    /// The window last found per spec: windows tile time, so one containing an instant is the
+    /// answer for it (the judges ask about the same few windows thousands of times a seed).
+    last_found: HashMap<WindowSpec, (DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl Oracle {
     /// (start, end) of the window of `spec` containing `t`.
     pub fn window(&mut self, spec: &WindowSpec, t: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+        if let Some(&(start, end)) = self.last_found.get(spec)
+            && start <= t
+            && t < end
+        {
+            return (start, end);
+        }
         let starts = self.starts_around(spec, t);
         let start = starts.iter().copied().filter(|s| *s <= t).max();
         let end = starts.iter().copied().filter(|s| *s > t).min();
         match (start, end) {
-            (Some(start), Some(end)) => (start, end),
+            (Some(start), Some(end)) => {
+                self.last_found.insert(*spec, (start, end));
+                (start, end)
+            }
             _ => panic!("oracle found no window around {t} for {spec:?}"),
         }
     }
