@@ -99,10 +99,10 @@ impl ModelStore {
         let evaluated = row.evaluate();
         // One pass over the todos: the identity's pending count and its todos in flight.
         let (mut pending_count, mut in_flight) = (0_i64, Vec::new());
-        for todo in state.todos.values().filter(|t| t.identity == row.identity) {
+        for todo in state.todos.values() {
             match todo.state {
-                TodoState::Pending => pending_count += 1,
-                TodoState::Claimed => in_flight.push(todo),
+                TodoState::Pending if todo.identity == row.identity => pending_count += 1,
+                TodoState::Claimed if todo.identity == row.identity => in_flight.push(todo),
                 _ => {}
             }
         }
