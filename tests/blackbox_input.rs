@@ -186,3 +186,41 @@ async fn the_ingest_key_prefix_is_refused_to_humans_and_agents_naming_the_field(
     let (_, listed) = client.get(&format!("/api/v1/todos?scope={scope}&queue=inbox"), alice).await;
     assert_eq!(listed["todos"].as_array().map(Vec::len), Some(1), "the refused create changed nothing: {listed}");
 }
+
+/// JSON Schema calls `7.0` an integer, and so do the OpenAPI document and the MCP tools' input
+/// schemas; a generated client may send one (issue #30: schemathesis 4.32 did). Every surface
+/// reads a whole float as its integer, and still refuses a fraction naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_number_written_as_a_float_is_the_integer_and_a_fraction_is_refused() {
+    let inbox = Inbox::start().await;
+    let Inbox { client, alice, worker, .. } = &inbox;
+    let scope = inbox.scope();
+    let (slug, key) = (worker["slug"].as_str().expect("slug"), worker["token"].as_str().expect("token"));
+
+    // An admission policy: 2.0 is a cap of 2; 2.5 is refused naming the field and changes nothing.
+    let (status, policy) = client.put_admission_policy(alice, &scope, "inbox", json!({"max_in_flight": 2.0})).await;
+    assert_eq!(status, 200, "{policy}");
+    assert_eq!(policy["policy"]["max_in_flight"], json!(2), "{policy}");
+    let (status, refused) = client.put_admission_policy(alice, &scope, "inbox", json!({"max_in_flight": 2.5})).await;
+    assert_eq!((status, refused["field"].as_str()), (400, Some("max_in_flight")), "{refused}");
+    let (_, read) = client.get(&format!("/api/v1/admission/{scope}/inbox"), alice).await;
+    assert_eq!(read["policy"]["max_in_flight"], json!(2), "the refused write changed nothing: {read}");
+
+    // The operator API: max_attempts 4.0 is 4; a lease of 30.0 seconds is 30.
+    let body = json!({"scope": scope, "queue": "inbox", "title": "whole", "max_attempts": 4.0});
+    let (status, created) = client.post("/api/v1/todos", alice, body).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["todo"]["max_attempts"], json!(4), "{created}");
+    let body = json!({"scope": scope, "queue": "inbox", "title": "half", "max_attempts": 1.5});
+    let (status, refused) = client.post("/api/v1/todos", alice, body).await;
+    assert_eq!((status, refused["field"].as_str()), (400, Some("max_attempts")), "{refused}");
+
+    // MCP: claim_next {max: 1.0, lease_ttl_seconds: 30.0} claims the one todo.
+    let arguments = json!({"max": 1.0, "lease_ttl_seconds": 30.0});
+    let (is_error, claimed) = client.tool(slug, key, "claim_next", arguments).await;
+    assert!(!is_error, "{claimed}");
+    assert_eq!(claimed["todo"]["title"], "whole", "{claimed}");
+    let (is_error, refused) = client.tool(slug, key, "claim_next", json!({"max": 0.5})).await;
+    assert!(is_error, "{refused}");
+    assert_eq!(refused["field"], "max", "{refused}");
+}

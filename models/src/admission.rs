@@ -203,7 +203,7 @@ impl Policy {
 fn limit(map: &Map<String, Value>, field: &str, max: i64) -> Result<Option<i64>> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_i64() {
+        Some(Value::Number(n)) => match crate::json_number::integer(n) {
             Some(v) if (0..=max).contains(&v) => Ok(Some(v)),
             _ => Err(Error::invalid(field, format!("{field} must be an integer from 0 to {max}, or null"))),
         },

@@ -11,6 +11,7 @@ pub mod claim;
 pub mod counters;
 pub mod error;
 pub mod identity;
+pub mod json_number;
 pub mod limits;
 pub mod lock_model;
 pub mod model_store;

@@ -39,9 +39,9 @@ impl<'a> Args<'a> {
     pub fn opt_i64(&self, field: &str) -> Result<Option<i64>> {
         match self.map.get(field) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => {
-                n.as_i64().map(Some).ok_or_else(|| Error::invalid(field, format!("{field} must be an integer")))
-            }
+            Some(Value::Number(n)) => models::json_number::integer(n)
+                .map(Some)
+                .ok_or_else(|| Error::invalid(field, format!("{field} must be an integer"))),
             Some(_) => Err(Error::invalid(field, format!("{field} must be an integer"))),
         }
     }
