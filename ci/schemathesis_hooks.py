@@ -4,8 +4,8 @@ SPEC-0030 Security Requirements: admission policy writes (PUT and DELETE on
 /api/v1/admission/{scope}/{queue}) are limited per human to 1 per second, burst 10, in
 PostgreSQL for the whole cluster. A client that writes faster is answered 429 rate_limited
 whatever it sent, and that answer says nothing about the request. So the client here keeps to
-that rate, as a well-behaved one would (schemathesis 4.3.2's per-operation `rate-limit` builds a
-new limiter for every call, so it cannot do this itself).
+that rate, as a well-behaved one would (schemathesis's per-operation `rate-limit` built a new
+limiter for every call when this was written, so it could not do this itself).
 
 One human's budget would serialize the run's ~250 policy writes at one a second, so ci/schemathesis
 also makes a few "writer" humans who own nothing. A policy write whose scope names an endpoint
@@ -24,24 +24,7 @@ import urllib.parse
 
 import requests.auth
 import schemathesis
-from schemathesis.generation.hypothesis import builder as _builder
 from schemathesis.transport.prepare import get_exclude_headers
-
-# A bug of schemathesis 4.3.2, mended here so the coverage phase sends what it meant to:
-# `Template.with_body` and `with_location` shallow-copy the case template, and `_serialize`
-# percent-encodes its path parameters in place, so every body case of an operation encodes the
-# template's path once more (`endpoint:0` became `endpoint%3A0`, then `endpoint%253A0`, ...)
-# and each admission PUT after the first named a scope nobody wrote (400, "rejected valid data").
-_original_serialize = _builder.Template._serialize
-
-
-def _serialize_a_copy(self, kwargs):
-    if isinstance(kwargs.get("path_parameters"), dict):
-        kwargs = {**kwargs, "path_parameters": dict(kwargs["path_parameters"])}
-    return _original_serialize(self, kwargs)
-
-
-_builder.Template._serialize = _serialize_a_copy
 
 ADMISSION_WRITE_PATH = "/api/v1/admission/{scope}/{queue}"
 ENDPOINTS_PATH = "/api/v1/endpoints"
