@@ -26,7 +26,7 @@
 //! This file holds only the I/O. What a refusal means for `claim_next`'s next pick, the deferred
 //! list, the headroom and the `deferred` error are pure rules in `models` (`models::claim`,
 //! `Headroom::after_claim`) that the reference model applies too. The mutant hunt's seeded bugs
-//! reach this transaction only through the named hooks of `mutant_hooks`. The row locks a named
+//! reach this transaction only through its `ClaimPlan` (`mutant_hooks`), read once as it begins. The row locks a named
 //! claim takes (`lock_todo`, step 1; `lock_policy`, steps 2–3) live in `rows`, which lifecycle,
 //! intake and admission share, so no other transaction module imports this one. Steps 1–3's
 //! statements are in `claim/pick.rs`, step 6's claim statement in `claim/statement.rs`, and the
@@ -34,7 +34,7 @@
 
 use super::admission::Pending;
 use super::groups::{Member, Turns};
-use super::mutant_hooks;
+use super::mutant_hooks::ClaimPlan;
 use super::rows::{LockedPolicy, lock_policy, lock_todo};
 use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Utc};
@@ -139,15 +139,16 @@ impl PgStore {
         turns: &mut Turns,
         ahead: Option<ReadAhead>,
     ) -> Result<()> {
+        let plan = ClaimPlan::now();
         let mut rounds = ClaimNextRounds::new(queues);
         // The read first counts refusals, so it runs only while a claimer waits, as a locked
         // refusal does. A read begun ahead that is not needed here is dropped, which stops it.
         if self.pre_read_first
-            && mutant_hooks::reads_first()
+            && plan.reads_first
             && turns.present() > 0
             && self.refused_hint.contains(set)
-            && self.pre_read_first(set, queues, &mut rounds, ahead).await?
-            && mutant_hooks::claim_next_gives_up_after_refusal()
+            && self.pre_read_first(set, queues, &mut rounds, ahead, plan).await?
+            && plan.gives_up_after_refusal
         {
             turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
             return Ok(());
@@ -163,7 +164,7 @@ impl PgStore {
                     return Ok(());
                 }
                 let mut tx = self.begin_claim().await?;
-                let picked = match self.pick_candidates(&mut tx, queues, rounds.excluded(), present).await {
+                let picked = match self.pick_candidates(&mut tx, queues, rounds.excluded(), present, plan).await {
                     Ok(picked) => picked,
                     Err(error) => {
                         // REQ-9: the statement that locks the candidates and their policy
@@ -172,7 +173,7 @@ impl PgStore {
                         tracing::warn!(%error, "claim_next candidate pick failed; retrying step by step");
                         finish(tx, Ok(())).await.ok();
                         tx = self.begin_claim().await?;
-                        match self.pick_candidate_step_by_step(&mut tx, queues, rounds.excluded()).await {
+                        match self.pick_candidate_step_by_step(&mut tx, queues, rounds.excluded(), plan).await {
                             Ok(picked) => picked.map(|(candidate, policy)| (vec![candidate], policy)),
                             Err(error) => return finish(tx, Err(error)).await,
                         }
@@ -182,7 +183,7 @@ impl PgStore {
                     finish(tx, Ok(())).await?;
                     break;
                 };
-                let (claimed, refused) = match self.admit_in_turn(&mut tx, &candidates, policy, turns).await {
+                let (claimed, refused) = match self.admit_in_turn(&mut tx, &candidates, policy, turns, plan).await {
                     Ok(outcome) => outcome,
                     Err(error) => return finish(tx, Err(error)).await,
                 };
@@ -194,11 +195,11 @@ impl PgStore {
                 let Some(reason) = refused else { continue };
                 let identity = candidates[0].identity.clone();
                 self.count_refusal(set, &identity, reason);
-                if mutant_hooks::claim_next_gives_up_after_refusal() {
+                if plan.gives_up_after_refusal {
                     turns.answer_all(Ok(ClaimNext::Empty { deferred: vec![] }));
                     return Ok(());
                 }
-                self.exclude_refused(queues, &mut rounds, identity, reason).await?;
+                self.exclude_refused(queues, &mut rounds, identity, reason, plan).await?;
             }
             // Nothing claimable outside the excluded queues: the deferred list, or one more round.
             if let Some(answer) = self.answer_when_exhausted(&mut rounds).await? {
@@ -229,10 +230,11 @@ impl PgStore {
         rounds: &mut ClaimNextRounds,
         identity: QueueIdentity,
         reason: Reason,
+        plan: ClaimPlan,
     ) -> Result<()> {
         if rounds.refused(identity, reason) {
             let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
-            let statuses = mutant_hooks::pre_skip_statuses(statuses);
+            let statuses = plan.pre_skip_statuses(statuses);
             for (identity, reason) in rounds.exclude_deferred(statuses) {
                 self.counters.refused(&identity.queue, reason);
             }
@@ -299,6 +301,7 @@ impl PgStore {
         candidates: &[Candidate],
         policy: PolicyLock,
         turns: &mut Turns,
+        plan: ClaimPlan,
     ) -> Result<(Vec<(Member, Claimed)>, Option<Reason>)> {
         let mut members: Vec<Member> = candidates.iter().map_while(|_| turns.next()).collect();
         let offers: Vec<Offer<'_>> = candidates
@@ -308,7 +311,7 @@ impl PgStore {
                 (candidate, Claimant { actor: &member.actor, lease_seconds: member.lease_seconds })
             })
             .collect();
-        let outcome = self.admit_and_claim(tx, &offers, policy).await;
+        let outcome = self.admit_and_claim(tx, &offers, policy, plan).await;
         drop(offers);
         match outcome {
             Ok(Admission { claimed, refused }) => {
@@ -323,6 +326,7 @@ impl PgStore {
     }
 
     pub(crate) async fn claim_tx(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        let plan = ClaimPlan::now();
         let mut tx = self.begin().await?;
 
         // 1. Lock the named todo, waiting for any claimer that holds it.
@@ -336,9 +340,10 @@ impl PgStore {
         let candidate = or_rollback!(tx, locked);
 
         // 2–6.
-        let policy = lock_policy(&mut tx, &candidate.identity).await;
+        let policy = lock_policy(&mut tx, &candidate.identity, plan).await;
         let offer = (&candidate, Claimant { actor, lease_seconds });
-        let Admission { claimed, refused } = or_rollback!(tx, self.admit_and_claim(&mut tx, &[offer], policy).await);
+        let Admission { claimed, refused } =
+            or_rollback!(tx, self.admit_and_claim(&mut tx, &[offer], policy, plan).await);
         if let Some(claimed) = claimed.into_iter().next() {
             tx.commit().await.map_err(db_error)?;
             self.counters.claimed(&claimed.todo.identity.queue, claimed.admission.is_some_and(|a| a.used.is_some()));
@@ -361,8 +366,8 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         offers: &[Offer<'_>],
         policy: PolicyLock,
+        plan: ClaimPlan,
     ) -> Result<Admission> {
-        let over_admits_on_purpose = mutant_hooks::over_admits_on_purpose();
         let Some(&(first, _)) = offers.first() else { return Ok(Admission { claimed: vec![], refused: None }) };
         // 2–3. The policy, locked; none → the base claim, taking no admission lock.
         let locked = match policy {
@@ -378,7 +383,7 @@ impl PgStore {
         };
         let policy = match &locked.evaluated {
             Ok(policy) => policy,
-            Err(_) if mutant_hooks::fails_open_on_invalid_policy() => {
+            Err(_) if plan.fails_open_on_invalid_policy => {
                 return self.claim_unbudgeted(tx, offers).await;
             }
             Err(problem) => {
@@ -393,17 +398,15 @@ impl PgStore {
         };
 
         // 4. The clock after the lock, then in-flight and usage under it.
-        let observed = self.observe(tx, policy, &first.identity).await?;
+        let observed = self.observe(tx, policy, &first.identity, plan).await?;
         for (candidate, _) in offers {
             check_claimable(candidate, observed.now)?;
         }
 
         // 5. Decide, offer by offer.
-        let takes_over: Vec<bool> = offers
-            .iter()
-            .map(|(candidate, _)| mutant_hooks::takeover_leaves_itself_out(candidate.takes_over))
-            .collect();
-        let in_turn = admission::decide_in_turn(policy, &observed, &takes_over, mutant_hooks::used_for_decision);
+        let takes_over: Vec<bool> =
+            offers.iter().map(|(candidate, _)| plan.takeover_leaves_itself_out(candidate.takes_over)).collect();
+        let in_turn = admission::decide_in_turn(policy, &observed, &takes_over, |used| plan.used_for_decision(used));
         let refused = in_turn.refused.map(|(reason, seen)| Refusal {
             reason,
             hint: admission::status(policy, &seen).hint,
@@ -416,11 +419,11 @@ impl PgStore {
 
         // 6. Claim the admitted ones and charge one unit each.
         let charged_window = policy.charged_window(observed.now);
-        let (charged, units) = charges(tx, &offers[..admitted], charged_window).await?;
+        let (charged, units) = charges(tx, &offers[..admitted], charged_window, plan).await?;
         let charge = charged_window.filter(|_| units > 0).map(|(start, _)| Charge { window_start: start, units });
         let (todos, used_after) = claim_locked(tx, &offers[..admitted], observed.now, charge).await?;
         if let (Some(max), Some(used)) = (policy.max_claims_per_window, used_after)
-            && !over_admits_on_purpose
+            && !plan.over_admits_on_purpose()
         {
             assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
         }
@@ -460,19 +463,31 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         policy: &Policy,
         identity: &QueueIdentity,
+        plan: ClaimPlan,
     ) -> Result<Observation> {
         // Guess the window from this host's clock so one round trip usually suffices; if the
         // database's clock lands in another window, read that window's usage as well.
         let guess = policy.window.as_ref().map(|w| w.window_containing(self.clock.now()));
-        // $6 is the guessed window's start.
-        const OBSERVE_SQL: &str = "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
-               (SELECT w.used FROM admission_windows w WHERE w.owner_id = $5 AND w.queue = $4 AND w.window_start = $6) \
-             FROM (SELECT count(*) AS n, min(t.lease_expires_at) FILTER ( \
-                     WHERE t.lease_expires_at >= coalesce($1::timestamptz, clock_timestamp())) AS earliest FROM todos t \
-                   WHERE t.state = 'claimed' AND t.queue = $4 \
-                     AND (t.endpoint_id = $2 OR t.team_id = $3)) f";
+        // $6 is the guessed window's start. The in-flight count's queue filter is the statement's
+        // one variable part: this queue's claims (REQ-4), or every queue of the owner in the
+        // plan of the seeded `InFlightAcrossQueues` bug.
+        macro_rules! observe_sql {
+            ($in_flight_queues:literal) => {
+                concat!(
+                    "SELECT coalesce($1::timestamptz, clock_timestamp()), f.n, f.earliest, \
+                       (SELECT w.used FROM admission_windows w \
+                        WHERE w.owner_id = $5 AND w.queue = $4 AND w.window_start = $6) \
+                     FROM (SELECT count(*) AS n, min(t.lease_expires_at) FILTER ( \
+                             WHERE t.lease_expires_at >= coalesce($1::timestamptz, clock_timestamp())) AS earliest \
+                           FROM todos t WHERE t.state = 'claimed' AND ",
+                    $in_flight_queues,
+                    " AND (t.endpoint_id = $2 OR t.team_id = $3)) f"
+                )
+            };
+        }
+        let sql = if plan.in_flight_across_queues { observe_sql!("true") } else { observe_sql!("t.queue = $4") };
         let (now, in_flight, earliest, used): (DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<i32>) =
-            sqlx::query_as(mutant_hooks::observe_sql(OBSERVE_SQL))
+            sqlx::query_as(sql)
                 .bind(self.now_param())
                 .bind(identity.endpoint_id())
                 .bind(identity.team_id())
@@ -514,11 +529,12 @@ async fn charges(
     tx: &mut Transaction<'static, Postgres>,
     offers: &[Offer<'_>],
     charged_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    plan: ClaimPlan,
 ) -> Result<(Vec<bool>, i64)> {
     let mut charged = Vec::with_capacity(offers.len());
     for (candidate, _) in offers {
         let charge = charged_window.map(|(start, _)| start);
-        charged.push(mutant_hooks::charge(tx, &candidate.id, charge).await?.is_some());
+        charged.push(plan.charge(tx, &candidate.id, charge).await?.is_some());
     }
     let units = charged.iter().filter(|charged| **charged).count() as i64;
     Ok((charged, units))

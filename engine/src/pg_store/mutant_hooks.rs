@@ -1,103 +1,138 @@
-//! Where the seeded bugs of `models::mutants` reach `PgStore`: one named hook per site, so the
-//! production code around each site reads as production and the catalog's switches live here.
+//! Where the seeded bugs of `models::mutants` reach `PgStore`, so the production code around
+//! each site reads as production and the catalog's switches live here.
+//!
+//! The claim transaction asks once, when it begins: `ClaimPlan::now()` is the bugs that are on
+//! at that moment, as plain flags the transaction reads as it goes, so a bug switched mid-claim
+//! cannot make half a claim look like an engine fault. No production SQL passes through here:
+//! where a bug changes a statement, the statement is written once with the bug's variant beside
+//! it at its call site, and the plan picks. The other sites (release, policy delete and write,
+//! ingest) are a hook each.
 //!
 //! Without the `mutants` feature (every build but the simulation's mutant hunt) no bug can be
-//! switched on: each hook is the identity or a no-op (`mutants::active` is a constant `false`, so
-//! the compiler removes the branches). Production SQL stays literal text at its call site and is
-//! handed to a hook, which alone decides whether a bug substitutes it; a substitution that no
-//! longer finds its fragment panics, so editing the production SQL cannot silently disarm a bug.
+//! switched on: `mutants::active` is a constant `false`, `ClaimPlan::now()` is always
+//! `ClaimPlan::PRODUCTION`, each hook is the production answer, and the compiler removes the
+//! branches.
 //!
-//! Must never hold a rule of its own: a hook answers "as production does" unless its bug is on.
+//! Must never hold a rule of its own: a plan or a hook answers "as production does" unless its
+//! bug is on.
 
 use chrono::{DateTime, Utc};
 use models::error::Result;
 use models::mutants::{Mutant, active};
 use sqlx::{Postgres, Transaction};
-use std::sync::OnceLock;
 
-/// `claim_next`, after a refused candidate: whether to give up instead of going on to the other
-/// queues (`ClaimNextStopsAtFirstRefusal`; REQ-4).
-pub(super) fn claim_next_gives_up_after_refusal() -> bool {
-    active(Mutant::ClaimNextStopsAtFirstRefusal)
+/// How one claim transaction runs, fixed when it begins (REQ-4's steps, and which seeded bug
+/// bends which of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ClaimPlan {
+    /// `claim_next` reads statuses before its first pick (issue #15), which production always
+    /// does. Off while a bug that lives in the locked decision is on (`IgnoreUsage`,
+    /// `FailOpenUnknownZone`, `CheckOutsideLock`), so every refused queue still meets the bug.
+    pub(super) reads_first: bool,
+    /// After a refused candidate, give up instead of going on to the other queues
+    /// (`ClaimNextStopsAtFirstRefusal`; REQ-4 goes on).
+    pub(super) gives_up_after_refusal: bool,
+    /// The unlocked pre-skip counts every lapsed lease as a slot (`PreSkipCountsLapsed`; REQ-4
+    /// takes a lapsed claim over within the cap).
+    pub(super) pre_skip_counts_lapsed: bool,
+    /// The policy row is read without `FOR UPDATE`, so in-flight and usage are read outside the
+    /// lock (`CheckOutsideLock`; REQ-4 step 3).
+    pub(super) policy_unlocked: bool,
+    /// A locked policy row that does not evaluate is claimed past as if there were none
+    /// (`FailOpenUnknownZone`; REQ-9 fails closed).
+    pub(super) fails_open_on_invalid_policy: bool,
+    /// The decision is given no window usage (`IgnoreUsage`; REQ-4).
+    pub(super) ignores_usage: bool,
+    /// Step 4's in-flight count takes every queue of the owner (`InFlightAcrossQueues`; REQ-4
+    /// counts this queue's).
+    pub(super) in_flight_across_queues: bool,
+    /// A lapsed claim counts itself against its own takeover (`TakeoverCountsItself`; REQ-4).
+    pub(super) takeover_counts_itself: bool,
+    /// Only a todo's first claim is charged (`ChargePerTodo`; REQ-3 charges every claim).
+    pub(super) charges_first_claim_only: bool,
 }
 
-/// `claim_next`'s read first (issue #15) excludes queues on an unlocked status read, so those
-/// queues never reach the locked decision: whether to take it, which production always does.
-/// Off while a bug that lives in that decision is on (`IgnoreUsage`, `FailOpenUnknownZone`,
-/// `CheckOutsideLock`), so every refused queue still meets the bug, as before the read first.
-pub(super) fn reads_first() -> bool {
-    !(active(Mutant::IgnoreUsage) || active(Mutant::FailOpenUnknownZone) || active(Mutant::CheckOutsideLock))
-}
+impl ClaimPlan {
+    /// Every step as SPEC-0030 says.
+    pub(super) const PRODUCTION: ClaimPlan = ClaimPlan {
+        reads_first: true,
+        gives_up_after_refusal: false,
+        pre_skip_counts_lapsed: false,
+        policy_unlocked: false,
+        fails_open_on_invalid_policy: false,
+        ignores_usage: false,
+        in_flight_across_queues: false,
+        takeover_counts_itself: false,
+        charges_first_claim_only: false,
+    };
 
-/// The claim's over-admission assertion: whether a bug that over-admits on purpose is on, in
-/// which case the assertion stands aside so the simulation's invariants, not a panic, catch it.
-/// Read once per claim, so a bug switched off mid-request cannot make its own claim look like an
-/// engine fault.
-pub(super) fn over_admits_on_purpose() -> bool {
-    active(Mutant::CheckOutsideLock) || active(Mutant::IgnoreUsage)
-}
-
-/// A locked policy row that does not evaluate: whether to claim as if there were no policy
-/// (`FailOpenUnknownZone`; REQ-9 says fail closed).
-pub(super) fn fails_open_on_invalid_policy() -> bool {
-    active(Mutant::FailOpenUnknownZone)
-}
-
-/// The window usage the decision is given (`IgnoreUsage`: none at all; REQ-4).
-pub(super) fn used_for_decision(used: i64) -> i64 {
-    if active(Mutant::IgnoreUsage) { 0 } else { used }
-}
-
-/// The charge of an admitted claim (`ChargePerTodo`: only a todo's first claim is charged; REQ-3
-/// charges every claim). The attempt count is read only while that bug is on.
-pub(super) async fn charge(
-    tx: &mut Transaction<'static, Postgres>,
-    todo_id: &str,
-    charge: Option<DateTime<Utc>>,
-) -> Result<Option<DateTime<Utc>>> {
-    if !active(Mutant::ChargePerTodo) {
-        return Ok(charge);
+    /// The plan of a claim transaction beginning now.
+    pub(super) fn now() -> ClaimPlan {
+        if !cfg!(feature = "mutants") {
+            return ClaimPlan::PRODUCTION;
+        }
+        let ignores_usage = active(Mutant::IgnoreUsage);
+        let fails_open_on_invalid_policy = active(Mutant::FailOpenUnknownZone);
+        let policy_unlocked = active(Mutant::CheckOutsideLock);
+        ClaimPlan {
+            reads_first: !(ignores_usage || fails_open_on_invalid_policy || policy_unlocked),
+            gives_up_after_refusal: active(Mutant::ClaimNextStopsAtFirstRefusal),
+            pre_skip_counts_lapsed: active(Mutant::PreSkipCountsLapsed),
+            policy_unlocked,
+            fails_open_on_invalid_policy,
+            ignores_usage,
+            in_flight_across_queues: active(Mutant::InFlightAcrossQueues),
+            takeover_counts_itself: active(Mutant::TakeoverCountsItself),
+            charges_first_claim_only: active(Mutant::ChargePerTodo),
+        }
     }
-    let attempt: i32 = sqlx::query_scalar("SELECT attempt FROM todos WHERE id = $1")
-        .bind(todo_id)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(super::db_error)?;
-    Ok(if attempt > 0 { None } else { charge })
-}
 
-/// The in-flight statement of step 4 (`InFlightAcrossQueues`: counts the claims of every queue of
-/// the owner; REQ-4 counts this queue's).
-pub(super) fn observe_sql(production: &'static str) -> &'static str {
-    if !active(Mutant::InFlightAcrossQueues) {
-        return production;
+    /// Whether a bug that over-admits on purpose is on: the claim's over-admission assertion then
+    /// stands aside, so the simulation's invariants, not a panic, catch it.
+    pub(super) fn over_admits_on_purpose(&self) -> bool {
+        self.policy_unlocked || self.ignores_usage
     }
-    static MUTATED: OnceLock<String> = OnceLock::new();
-    MUTATED.get_or_init(|| substituted(production, "t.queue = $4", "true"))
-}
 
-/// Whether a candidate that is a lapsed claim is left out of the in-flight count its own
-/// takeover is decided on (`TakeoverCountsItself`: never, so it counts itself; REQ-4).
-pub(super) fn takeover_leaves_itself_out(takes_over: bool) -> bool {
-    takes_over && !active(Mutant::TakeoverCountsItself)
-}
-
-/// `claim_next`'s candidate-and-policy statement (`CheckOutsideLock`: the policy row is read
-/// without `FOR UPDATE`, so in-flight and usage are read outside the lock).
-pub(super) fn pick_candidate_sql(production: String) -> String {
-    if !active(Mutant::CheckOutsideLock) {
-        return production;
+    /// The window usage the decision is given.
+    pub(super) fn used_for_decision(&self, used: i64) -> i64 {
+        if self.ignores_usage { 0 } else { used }
     }
-    substituted(&production, " FOR UPDATE) p ON true", ") p ON true")
-}
 
-/// `claim`'s policy lock (`CheckOutsideLock`, as in [`pick_candidate_sql`]).
-pub(super) fn lock_policy_sql(production: &'static str) -> &'static str {
-    if !active(Mutant::CheckOutsideLock) {
-        return production;
+    /// Whether a candidate that is a lapsed claim is left out of the in-flight count its own
+    /// takeover is decided on.
+    pub(super) fn takeover_leaves_itself_out(&self, takes_over: bool) -> bool {
+        takes_over && !self.takeover_counts_itself
     }
-    static MUTATED: OnceLock<String> = OnceLock::new();
-    MUTATED.get_or_init(|| substituted(production, " FOR UPDATE", ""))
+
+    /// The statuses `claim_next`'s unlocked pre-skip reads, as the plan sees them.
+    pub(super) fn pre_skip_statuses(
+        &self,
+        mut statuses: Vec<models::store::QueueAdmission>,
+    ) -> Vec<models::store::QueueAdmission> {
+        if self.pre_skip_counts_lapsed {
+            statuses.iter_mut().for_each(|queue| queue.lapsed = 0);
+        }
+        statuses
+    }
+
+    /// The charge of an admitted claim: `charge` itself, unless the plan charges only a todo's
+    /// first claim (the attempt count is read only then).
+    pub(super) async fn charge(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        todo_id: &str,
+        charge: Option<DateTime<Utc>>,
+    ) -> Result<Option<DateTime<Utc>>> {
+        if !self.charges_first_claim_only {
+            return Ok(charge);
+        }
+        let attempt: i32 = sqlx::query_scalar("SELECT attempt FROM todos WHERE id = $1")
+            .bind(todo_id)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(super::db_error)?;
+        Ok(if attempt > 0 { None } else { charge })
+    }
 }
 
 /// After a release (`RefundOnRelease`: gives the latest window's unit back; REQ-3 forbids
@@ -145,26 +180,8 @@ pub(super) fn redefinition_starts_at_zero() -> bool {
     active(Mutant::RedefinitionStartsAtZero)
 }
 
-/// The statuses `claim_next`'s unlocked pre-skip reads: as read, unless the bug counts every
-/// lapsed lease as a slot (`PreSkipCountsLapsed`; REQ-4 takes a lapsed claim over within the cap).
-pub(super) fn pre_skip_statuses(
-    mut statuses: Vec<models::store::QueueAdmission>,
-) -> Vec<models::store::QueueAdmission> {
-    if active(Mutant::PreSkipCountsLapsed) {
-        statuses.iter_mut().for_each(|queue| queue.lapsed = 0);
-    }
-    statuses
-}
-
 /// A webhook delivery whose id is already recorded: whether to treat it as new and create its
 /// todos again (`DedupIgnored`; REQ-2/REQ-3 dedup by delivery id).
 pub(super) fn redelivery_treated_as_new() -> bool {
     active(Mutant::DedupIgnored)
-}
-
-/// `production` with `fragment` replaced once by `replacement`; a fragment that is gone means the
-/// production SQL changed under the bug, which must be re-seeded rather than silently disarmed.
-fn substituted(production: &str, fragment: &str, replacement: &str) -> String {
-    assert!(production.contains(fragment), "seeded bug no longer applies: {fragment:?} is not in {production:?}");
-    production.replacen(fragment, replacement, 1)
 }

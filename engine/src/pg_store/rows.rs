@@ -8,7 +8,7 @@
 //!
 //! Must never decide anything: what a row means for admission is `models::admission`'s to say.
 
-use super::mutant_hooks;
+use super::mutant_hooks::ClaimPlan;
 use super::sql::TODO_COLUMNS;
 use super::{PgStore, db_error};
 use chrono::{DateTime, Utc};
@@ -169,11 +169,20 @@ struct LockedPolicyRow {
 pub(crate) async fn lock_policy(
     tx: &mut Transaction<'static, Postgres>,
     identity: &QueueIdentity,
+    plan: ClaimPlan,
 ) -> std::result::Result<Option<LockedPolicy>, sqlx::Error> {
-    const LOCK_POLICY_SQL: &str = "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, \
-         window_start, window_weekday FROM admission_policies \
-         WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE";
-    let row: Option<LockedPolicyRow> = sqlx::query_as(mutant_hooks::lock_policy_sql(LOCK_POLICY_SQL))
+    // The seeded `CheckOutsideLock` bug's plan reads the row unlocked.
+    macro_rules! lock_policy_sql {
+        ($lock:literal) => {
+            concat!(
+                "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, window_start, \
+                 window_weekday FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) ",
+                $lock
+            )
+        };
+    }
+    let sql = if plan.policy_unlocked { lock_policy_sql!("") } else { lock_policy_sql!("FOR UPDATE") };
+    let row: Option<LockedPolicyRow> = sqlx::query_as(sql)
         .bind(identity.endpoint_id())
         .bind(identity.team_id())
         .bind(&identity.queue)

@@ -5,9 +5,10 @@
 //! Its own module so the transaction's order of steps reads in `claim.rs` without the SQL each
 //! step composes; it decides nothing.
 
+use super::super::mutant_hooks::ClaimPlan;
 use super::super::rows::{LockedPolicy, PolicyLimitsRow, identity_of, lock_policy};
 use super::super::sql::{Binds, CLAIM_ORDER_ROWS, CLAIMABLE, owner_groups, owner_groups_filter};
-use super::super::{PgStore, db_error, mutant_hooks};
+use super::super::{PgStore, db_error};
 use super::{Candidate, PolicyLock};
 use chrono::{DateTime, Utc};
 use models::error::Result;
@@ -72,6 +73,7 @@ impl PgStore {
         queues: &[QueueIdentity],
         excluded: &[QueueIdentity],
         wanted: usize,
+        plan: ClaimPlan,
     ) -> Result<Option<(Vec<Candidate>, PolicyLock)>> {
         let mut binds = Binds::default();
         let head = candidate_cte(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
@@ -87,6 +89,9 @@ impl PgStore {
                  ORDER BY t.created_at, t.id FOR UPDATE OF t SKIP LOCKED LIMIT {more}"
             )
         };
+        // The policy row is locked, so in-flight and usage are read under it (REQ-4 step 3); the
+        // seeded `CheckOutsideLock` bug's plan reads it unlocked.
+        let policy_lock = if plan.policy_unlocked { "" } else { "FOR UPDATE" };
         let sql = format!(
             "{head}, \
              more_endpoint AS MATERIALIZED ({}), \
@@ -104,17 +109,15 @@ impl PgStore {
              FROM picked cand LEFT JOIN LATERAL ( \
                SELECT p.* FROM admission_policies p \
                WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
-               FOR UPDATE) p ON true",
+               {policy_lock}) p ON true",
             more_of("endpoint_id"),
             more_of("team_id"),
         );
-        let row: Option<LockedCandidateRow> = sqlx::query_as_with(
-            sqlx::AssertSqlSafe(mutant_hooks::pick_candidate_sql(sql)),
-            binds.into_arguments().map_err(db_error)?,
-        )
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_error)?;
+        let row: Option<LockedCandidateRow> =
+            sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(db_error)?;
         let Some(row) = row else { return Ok(None) };
         let policy = row.policy_id.map(|id| LockedPolicy::new(id, &row.limits));
         let first = row.candidate.into_candidate()?;
@@ -138,6 +141,7 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         queues: &[QueueIdentity],
         excluded: &[QueueIdentity],
+        plan: ClaimPlan,
     ) -> Result<Option<(Candidate, PolicyLock)>> {
         let mut binds = Binds::default();
         let sql = candidate_select(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
@@ -148,7 +152,7 @@ impl PgStore {
                 .map_err(db_error)?;
         let Some(row) = row else { return Ok(None) };
         let candidate = row.into_candidate()?;
-        let policy = lock_policy(tx, &candidate.identity).await;
+        let policy = lock_policy(tx, &candidate.identity, plan).await;
         Ok(Some((candidate, policy)))
     }
 }

@@ -7,7 +7,7 @@
 
 use super::super::PgStore;
 use super::super::admission::Pending;
-use super::super::mutant_hooks;
+use super::super::mutant_hooks::ClaimPlan;
 use models::claim::ClaimNextRounds;
 use models::error::Result;
 use models::identity::QueueIdentity;
@@ -35,6 +35,7 @@ impl PgStore {
         queues: &[QueueIdentity],
         rounds: &mut ClaimNextRounds,
         ahead: Option<ReadAhead>,
+        plan: ClaimPlan,
     ) -> Result<bool> {
         let read = match ahead {
             Some(ahead) => ahead.finish().await,
@@ -44,7 +45,7 @@ impl PgStore {
             Some(read) => read,
             None => self.pre_read(queues).await?,
         };
-        let refused = rounds.pre_read_first(mutant_hooks::pre_skip_statuses(statuses), oldest.as_ref());
+        let refused = rounds.pre_read_first(plan.pre_skip_statuses(statuses), oldest.as_ref());
         self.counters.claim_pre_read_first(refused.is_some());
         let Some(refused) = refused else {
             self.refused_hint.mark(set, false);
