@@ -143,7 +143,7 @@ impl PgStore {
         let mut rounds = ClaimNextRounds::new(queues);
         // The read first counts refusals, so it runs only while a claimer waits, as a locked
         // refusal does. A read begun ahead that is not needed here is dropped, which stops it.
-        if self.pre_read_first
+        if self.tuning.pre_read_first
             && plan.reads_first
             && turns.present() > 0
             && self.refused_hint.contains(set)

@@ -37,7 +37,7 @@ impl PgStore {
         let owner = binds.push(actor.label());
         let claimant = binds.push(actor.endpoint_id());
         let lease = binds.push(lease_seconds as f64);
-        let policy_lookup = binds.push(self.admission_lookup);
+        let policy_lookup = binds.push(self.tuning.admission_lookup);
         let limit = binds.push(limit as i64);
         let queues = owner_groups_filter(&mut binds, &owner_groups(queues));
         let query = sqlx::query_with(

@@ -79,9 +79,8 @@ pub struct PgStore {
     reaper_interval: Duration,
     /// What `SWITCHBOARD_QUEUE_MAX_PENDING` said at startup (intake capacity).
     intake_env: models::capacity::CapacityEnv,
-    /// Always true in production. Only the benchmark turns it off, to measure the base claim
-    /// path without the policy lookup against the same path with it.
-    admission_lookup: bool,
+    /// The claim path's switches, all on in production; only the benchmark turns one off.
+    tuning: ClaimTuning,
     /// Queue sets whose oldest candidate was budgeted last time: `claim_next` on them skips the
     /// one-statement path that would only find that out again (a hint for speed only: both paths
     /// give the same answer).
@@ -91,10 +90,24 @@ pub struct PgStore {
     /// refused transaction it would otherwise take first (issue #15; `ClaimNextRounds::
     /// pre_read_first` keeps the answer and the counters those of the rounds without it).
     refused_hint: Arc<QueueSetHint>,
-    /// Always true in production; only the benchmark turns the read first off to measure it.
-    pre_read_first: bool,
     /// Budgeted claimers of one queue set waiting to be claimed for together (group admission).
     claim_groups: Arc<groups::ClaimGroups>,
+}
+
+/// The claim path's steps that only `ci/bench-admission` turns off, to measure what each costs:
+/// in one place, so the claim code reads each as the production step it is.
+#[derive(Clone, Copy, Debug)]
+struct ClaimTuning {
+    /// `claim_next` looks up the candidate's policy (off: every queue is treated as unbudgeted,
+    /// which disables admission control).
+    admission_lookup: bool,
+    /// A budgeted `claim_next` whose queue set was last refused reads the statuses before its
+    /// first pick (issue #15).
+    pre_read_first: bool,
+}
+
+impl ClaimTuning {
+    const PRODUCTION: ClaimTuning = ClaimTuning { admission_lookup: true, pre_read_first: true };
 }
 
 /// A bounded set of queue-set fingerprints (`PgStore::budgeted_hint`, `PgStore::refused_hint`).
@@ -214,10 +227,9 @@ impl PgStore {
             clock,
             counters: Arc::default(),
             reaper_interval: models::limits::REAPER_INTERVAL_DEFAULT,
-            admission_lookup: true,
+            tuning: ClaimTuning::PRODUCTION,
             budgeted_hint: Arc::default(),
             refused_hint: Arc::default(),
-            pre_read_first: true,
             claim_groups: Arc::new(groups),
             intake_env: models::capacity::CapacityEnv::Unset,
         }
@@ -239,7 +251,7 @@ impl PgStore {
     /// treated as unbudgeted. Never use this in a server: it disables admission control.
     #[doc(hidden)]
     pub fn benchmark_without_admission_lookup(mut self) -> PgStore {
-        self.admission_lookup = false;
+        self.tuning.admission_lookup = false;
         self
     }
 
@@ -248,7 +260,7 @@ impl PgStore {
     /// and the refusal counters of sequential claims are the same either way).
     #[doc(hidden)]
     pub fn benchmark_without_pre_read_first(mut self) -> PgStore {
-        self.pre_read_first = false;
+        self.tuning.pre_read_first = false;
         self
     }
 

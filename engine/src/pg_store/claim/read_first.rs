@@ -67,7 +67,7 @@ impl PgStore {
     /// Begins the read first of the group after the one about to claim, for a queue set whose
     /// last group met a refusal (the only sets that read first); `None` for any other.
     pub(crate) fn read_ahead(&self, set: u64, queues: &[QueueIdentity]) -> Option<ReadAhead> {
-        if !self.pre_read_first || !self.refused_hint.contains(set) {
+        if !self.tuning.pre_read_first || !self.refused_hint.contains(set) {
             return None;
         }
         let (store, queues) = (self.clone(), queues.to_vec());
