@@ -387,7 +387,7 @@ async fn req6_an_exhausted_day_keeps_its_work_pending_and_explained() {
     world.store.requeue_due_retries().await.expect("requeue");
     let status =
         world.store.queue_admissions(std::slice::from_ref(&queue)).await.expect("status").pop().expect("policy");
-    assert_eq!((status.status.status, status.pending), ("window_exhausted", 40));
+    assert_eq!((status.status.status, status.pending), (models::admission::QueueStatus::WindowExhausted, 40));
     assert_eq!(status.status.hint.next_eligible_at, Some(at("2026-12-01T00:00:00-08:00")));
     let pending: Vec<_> = world
         .store

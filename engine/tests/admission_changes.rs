@@ -51,7 +51,7 @@ async fn req9_a_stored_zone_the_database_does_not_know_fails_closed_for_that_que
     assert!(refusals.get(&("broken".to_string(), Reason::AdmissionUnavailable)).copied().unwrap_or(0) >= 2);
     let status =
         world.store.queue_admissions(std::slice::from_ref(&broken)).await.expect("status").pop().expect("policy");
-    assert_eq!((status.status.status, status.policy), ("admission_unavailable", None));
+    assert_eq!((status.status.status, status.policy), (models::admission::QueueStatus::AdmissionUnavailable, None));
     // A todo that is not claimable anyway (here: done) says so, not that admission is unavailable.
     sqlx::query("UPDATE todos SET state = 'done', completed_at = updated_at WHERE id = $1")
         .bind(&stuck.id)

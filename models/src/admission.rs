@@ -51,6 +51,67 @@ impl Reason {
     }
 }
 
+/// Whether a queue identity admits claims now (REQ-6's `admission.state`), serialised as the
+/// contract's `admitted` and `deferred`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdmissionState {
+    Admitted,
+    Deferred,
+}
+
+impl AdmissionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdmissionState::Admitted => "admitted",
+            AdmissionState::Deferred => "deferred",
+        }
+    }
+}
+
+/// The `status` word of a policy status object (contract §3, REQ-6): `admitted`, or the reason
+/// the identity is deferred, serialised as the contract's strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueStatus {
+    Admitted,
+    WindowExhausted,
+    InFlightFull,
+    Paused,
+    AdmissionUnavailable,
+}
+
+impl QueueStatus {
+    pub const ALL: [QueueStatus; 5] = [
+        QueueStatus::Admitted,
+        QueueStatus::WindowExhausted,
+        QueueStatus::InFlightFull,
+        QueueStatus::Paused,
+        QueueStatus::AdmissionUnavailable,
+    ];
+
+    /// The status of an identity deferred for `reason`, or admitted (None).
+    pub fn of(reason: Option<Reason>) -> QueueStatus {
+        match reason {
+            None => QueueStatus::Admitted,
+            Some(Reason::WindowExhausted) => QueueStatus::WindowExhausted,
+            Some(Reason::InFlightFull) => QueueStatus::InFlightFull,
+            Some(Reason::Paused) => QueueStatus::Paused,
+            Some(Reason::AdmissionUnavailable) => QueueStatus::AdmissionUnavailable,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueStatus::Admitted => "admitted",
+            QueueStatus::WindowExhausted => Reason::WindowExhausted.as_str(),
+            QueueStatus::InFlightFull => Reason::InFlightFull.as_str(),
+            QueueStatus::Paused => Reason::Paused.as_str(),
+            QueueStatus::AdmissionUnavailable => Reason::AdmissionUnavailable.as_str(),
+        }
+    }
+}
+
 /// The outcome of the check under the policy lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -246,8 +307,7 @@ pub struct Observation {
 /// A queue identity's admission status (contract §3 "Policy status object", REQ-6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PolicyStatus {
-    /// `admitted` or the refusal reason.
-    pub status: &'static str,
+    pub status: QueueStatus,
     pub max_in_flight: Option<i64>,
     pub in_flight: Option<i64>,
     pub max_claims_per_window: Option<i64>,
@@ -262,8 +322,7 @@ pub struct PolicyStatus {
 /// The status carried by each pending todo of a budgeted queue (REQ-6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AdmissionHint {
-    /// `admitted` or `deferred`.
-    pub state: &'static str,
+    pub state: AdmissionState,
     pub reason: Option<Reason>,
     pub next_eligible_at: Option<DateTime<Utc>>,
     pub exact: Option<bool>,
@@ -271,7 +330,7 @@ pub struct AdmissionHint {
 
 impl AdmissionHint {
     pub const ADMITTED: AdmissionHint =
-        AdmissionHint { state: "admitted", reason: None, next_eligible_at: None, exact: None };
+        AdmissionHint { state: AdmissionState::Admitted, reason: None, next_eligible_at: None, exact: None };
 
     pub fn is_deferred(&self) -> bool {
         self.reason.is_some()
@@ -296,11 +355,11 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
                 }
                 Reason::Paused | Reason::AdmissionUnavailable => (None, None),
             };
-            AdmissionHint { state: "deferred", reason: Some(reason), next_eligible_at, exact }
+            AdmissionHint { state: AdmissionState::Deferred, reason: Some(reason), next_eligible_at, exact }
         }
     };
     PolicyStatus {
-        status: hint.reason.map_or("admitted", Reason::as_str),
+        status: QueueStatus::of(hint.reason),
         max_in_flight: policy.max_in_flight,
         in_flight: Some(observed.in_flight),
         max_claims_per_window: policy.max_claims_per_window,
@@ -315,7 +374,7 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
 /// REQ-9: the status of a policy that cannot be read or evaluated.
 pub fn unavailable_status() -> PolicyStatus {
     PolicyStatus {
-        status: Reason::AdmissionUnavailable.as_str(),
+        status: QueueStatus::AdmissionUnavailable,
         max_in_flight: None,
         in_flight: None,
         max_claims_per_window: None,
@@ -324,7 +383,7 @@ pub fn unavailable_status() -> PolicyStatus {
         window_start: None,
         window_resets_at: None,
         hint: AdmissionHint {
-            state: "deferred",
+            state: AdmissionState::Deferred,
             reason: Some(Reason::AdmissionUnavailable),
             next_eligible_at: None,
             exact: None,
@@ -471,13 +530,16 @@ mod tests {
             reaper_interval: Duration::seconds(30),
         };
         let exhausted = status(&daily(100), &observed(0, 100, None));
-        assert_eq!((exhausted.status, exhausted.remaining, exhausted.used), ("window_exhausted", Some(0), Some(100)));
+        assert_eq!(
+            (exhausted.status, exhausted.remaining, exhausted.used),
+            (QueueStatus::WindowExhausted, Some(0), Some(100))
+        );
         assert_eq!(exhausted.hint.next_eligible_at.map(|t| t.to_rfc3339()), Some("2026-12-01T00:00:00+00:00".into()));
         assert_eq!(exhausted.hint.exact, Some(true));
 
         let capped = Policy { max_in_flight: Some(2), max_claims_per_window: None, window: None };
         let full = status(&capped, &observed(2, 0, Some("2026-11-30T17:04:00Z")));
-        assert_eq!((full.status, full.used, full.window_resets_at), ("in_flight_full", None, None));
+        assert_eq!((full.status, full.used, full.window_resets_at), (QueueStatus::InFlightFull, None, None));
         assert_eq!(full.hint.next_eligible_at.map(|t| t.to_rfc3339()), Some("2026-11-30T17:04:30+00:00".into()));
         assert_eq!(full.hint.exact, Some(false));
 
@@ -486,8 +548,11 @@ mod tests {
         assert_eq!(lapsed_only.hint.next_eligible_at.map(|t| t.to_rfc3339()), Some("2026-11-30T17:00:30+00:00".into()));
 
         let open = status(&daily(100), &observed(0, 73, None));
-        assert_eq!((open.status, open.remaining, open.hint), ("admitted", Some(27), AdmissionHint::ADMITTED));
+        assert_eq!(
+            (open.status, open.remaining, open.hint),
+            (QueueStatus::Admitted, Some(27), AdmissionHint::ADMITTED)
+        );
         let paused = status(&Policy { max_in_flight: Some(0), ..daily(5) }, &observed(0, 0, None));
-        assert_eq!((paused.status, paused.hint.next_eligible_at), ("paused", None));
+        assert_eq!((paused.status, paused.hint.next_eligible_at), (QueueStatus::Paused, None));
     }
 }

@@ -195,7 +195,7 @@ pub fn deferred_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::{PolicyStatus, unavailable_status};
+    use crate::admission::{AdmissionState, PolicyStatus, QueueStatus, unavailable_status};
     use chrono::TimeZone;
 
     fn queue(name: &str) -> QueueIdentity {
@@ -210,7 +210,7 @@ mod tests {
         let status = if deferred {
             unavailable_status()
         } else {
-            PolicyStatus { status: "admitted", hint: AdmissionHint::ADMITTED, ..unavailable_status() }
+            PolicyStatus { status: QueueStatus::Admitted, hint: AdmissionHint::ADMITTED, ..unavailable_status() }
         };
         QueueAdmission {
             identity,
@@ -264,9 +264,9 @@ mod tests {
         rounds.refused(queue("a"), Reason::Paused);
         let in_flight_full = |identity: QueueIdentity, lapsed: i64| QueueAdmission {
             status: PolicyStatus {
-                status: "in_flight_full",
+                status: QueueStatus::InFlightFull,
                 hint: AdmissionHint {
-                    state: "deferred",
+                    state: AdmissionState::Deferred,
                     reason: Some(Reason::InFlightFull),
                     next_eligible_at: None,
                     exact: Some(false),
@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn req7_the_deferred_error_names_queue_reason_and_when() {
         let hint = AdmissionHint {
-            state: "deferred",
+            state: AdmissionState::Deferred,
             reason: Some(Reason::WindowExhausted),
             next_eligible_at: Some(at(90)),
             exact: Some(true),

@@ -160,6 +160,6 @@ proptest! {
         }
         let (start, end) = (reported.window_start.expect("start"), reported.window_resets_at.expect("end"));
         prop_assert!(start <= now && now < end, "{} not in {}..{}", now, start, end);
-        prop_assert_eq!(reported.status == "admitted", !reported.hint.is_deferred());
+        prop_assert_eq!(reported.status == models::admission::QueueStatus::Admitted, !reported.hint.is_deferred());
     }
 }

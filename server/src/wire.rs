@@ -235,7 +235,7 @@ pub type ApiResult = std::result::Result<Response, ApiError>;
 /// The status carried by a pending todo of a budgeted queue (REQ-6):
 /// `{state, reason?, next_eligible_at?, exact?}`.
 pub fn hint_json(hint: &models::admission::AdmissionHint) -> Value {
-    let mut body = json!({ "state": hint.state });
+    let mut body = json!({ "state": hint.state.as_str() });
     if let (Some(reason), Some(map)) = (hint.reason, body.as_object_mut()) {
         map.insert("reason".into(), json!(reason.as_str()));
         map.insert("next_eligible_at".into(), opt_time(hint.next_eligible_at));
@@ -247,7 +247,7 @@ pub fn hint_json(hint: &models::admission::AdmissionHint) -> Value {
 /// The policy status object of contract §3.
 pub fn status_json(status: &models::admission::PolicyStatus) -> Value {
     json!({
-        "status": status.status,
+        "status": status.status.as_str(),
         "max_in_flight": status.max_in_flight,
         "in_flight": status.in_flight,
         "max_claims_per_window": status.max_claims_per_window,

@@ -175,7 +175,10 @@ fn req9_a_corrupt_zone_fails_closed_for_that_queue_only() {
     assert_eq!(refused.extras["reason"], "admission_unavailable");
     assert!(!refused.extras.contains_key("retry_after_seconds"));
     let status = run(world.store.queue_admissions(&[world.queue("broken")])).expect("status");
-    assert_eq!((status[0].status.status, status[0].policy.is_none()), ("admission_unavailable", true));
+    assert_eq!(
+        (status[0].status.status, status[0].policy.is_none()),
+        (crate::admission::QueueStatus::AdmissionUnavailable, true)
+    );
 }
 
 // SPEC-0030 REQ-3 "A redelivery is free"; intake-capacity.md (a full copy refuses the delivery)

@@ -8,7 +8,7 @@
 use askama::Template;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use models::admission::Reason;
+use models::admission::{QueueStatus, Reason};
 use models::capacity::Capacity;
 use models::identity::{Owner, QueueIdentity};
 use models::store::QueueAdmission;
@@ -54,13 +54,13 @@ impl QueueRef {
 }
 
 /// A status in words and the CSS class that sets it apart (text first; colour only repeats it).
-pub fn status_words(status: &str) -> (&'static str, &'static str) {
+pub fn status_words(status: QueueStatus) -> (&'static str, &'static str) {
     match status {
-        "admitted" => ("admitted", "admitted"),
-        "window_exhausted" => ("exhausted", "exhausted"),
-        "in_flight_full" => ("in-flight full", "full"),
-        "paused" => ("paused", "paused"),
-        _ => ("unavailable", "unavailable"),
+        QueueStatus::Admitted => ("admitted", "admitted"),
+        QueueStatus::WindowExhausted => ("exhausted", "exhausted"),
+        QueueStatus::InFlightFull => ("in-flight full", "full"),
+        QueueStatus::Paused => ("paused", "paused"),
+        QueueStatus::AdmissionUnavailable => ("unavailable", "unavailable"),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::config::MetricsConfig;
 use super::labels::{OTHER_LABEL, ScrapeQueueLabels};
-use models::admission::Reason;
+use models::admission::{QueueStatus, Reason};
 use models::counters::Snapshot;
 use models::store::QueueAdmission;
 use models::todo::CreatedByKind;
@@ -110,7 +110,7 @@ fn render_admission_gauges(
         "Pending todos of queues whose policy admits no claim now, by reason (SPEC-0030 REQ-6).",
         &["queue", "reason"],
     )?;
-    let statuses: Vec<&str> = std::iter::once("admitted").chain(Reason::ALL.map(Reason::as_str)).collect();
+    let statuses = QueueStatus::ALL.map(QueueStatus::as_str);
     for admission in admissions {
         let queue = labels.label(&admission.identity.queue);
         // Touching a series creates it at 0: every status and reason of every policy queue is
@@ -123,7 +123,7 @@ fn render_admission_gauges(
             refusals.get_metric_with_label_values(&[queue, reason.as_str()])?;
         }
         charged.get_metric_with_label_values(&[queue])?;
-        policies.get_metric_with_label_values(&[queue, admission.status.status])?.inc();
+        policies.get_metric_with_label_values(&[queue, admission.status.status.as_str()])?.inc();
         if let Some(reason) = admission.status.hint.reason {
             deferred.get_metric_with_label_values(&[queue, reason.as_str()])?.add(admission.pending);
         }
