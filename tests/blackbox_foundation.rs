@@ -86,6 +86,12 @@ async fn assert_credentials_and_grants_on_mcp(
     let (is_error, refused) = client.tool(narrow_slug, narrow_key, "claim_next", json!({})).await;
     assert!(is_error);
     assert_eq!(refused["code"], "forbidden");
+    // A name no tool has is invalid_argument naming `name`; a self verb needs no grant.
+    let (is_error, refused) = client.tool(narrow_slug, narrow_key, "claim_everything", json!({})).await;
+    assert!(is_error);
+    assert_eq!((refused["code"].as_str(), refused["field"].as_str()), (Some("invalid_argument"), Some("name")));
+    let (is_error, presence) = client.tool(narrow_slug, narrow_key, "presence", json!({})).await;
+    assert!(!is_error, "{presence}");
     // The default grant never includes the admission-policy or discard verbs.
     let (_, listed) = client.rpc(worker_slug, worker_key, "tools/list", json!({})).await;
     let names: Vec<&str> =

@@ -17,13 +17,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use catalog::{SELF_VERBS, tools_for};
+use catalog::{Tool, tools_for};
 use models::error::{Error, Result};
 use models::store::Store;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tools::{after_tool, call_self_verb, call_tool};
+use tools::{after_tool, call_tool};
 
 /// The protocol revision this server speaks when the client asks for one it does not know.
 const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -84,13 +84,16 @@ pub async fn handle<S: Store>(
             let Some(name) = params.get("name").and_then(Value::as_str) else {
                 return rpc_error(id, INVALID_PARAMS, "params.name is required", StatusCode::OK);
             };
-            let outcome = match arguments.as_object() {
-                Some(_) if let Err(error) = models::storable::check_members(&arguments) => Err(error),
-                Some(map) if SELF_VERBS.contains(&name) => call_self_verb(&state, &agent, name, &Args::new(map)).await,
-                Some(map) => call_tool(&state, &agent, name, &Args::new(map)).await,
-                None => Err(Error::invalid("arguments", "arguments must be an object")),
+            let tool = Tool::parse(name);
+            let outcome = match (arguments.as_object(), tool) {
+                (Some(_), _) if let Err(error) = models::storable::check_members(&arguments) => Err(error),
+                (Some(_), None) => Err(Error::invalid("name", format!("unknown tool {name}"))),
+                (Some(map), Some(tool)) => call_tool(&state, &agent, tool, &Args::new(map)).await,
+                (None, _) => Err(Error::invalid("arguments", "arguments must be an object")),
             };
-            after_tool(&state, name, &outcome);
+            if let Some(tool) = tool {
+                after_tool(&state, tool, &outcome);
+            }
             if let Err(error) = &outcome {
                 tracing::debug!(endpoint = %agent.endpoint_id, tool = name, %error, "tool refused");
             }

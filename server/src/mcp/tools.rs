@@ -4,7 +4,7 @@
 //!
 //! The grant is checked once, in `call_tool`, before any group runs; a group never widens it.
 
-use super::catalog::{granted, tool_catalog};
+use super::catalog::{Tool, granted};
 use crate::push::api::{presence_json, set_presence_from};
 use crate::state::AppState;
 use crate::wire::{
@@ -20,37 +20,41 @@ use models::store::{
     ClaimNext, ClaimedMany, DeferredQueue, OverrideBy, PolicyActor, QueueAdmission, Store, TodoQuery, TodoSet,
 };
 use models::todo::{CreatedByKind, NewTodo, TodoState, claims_max, lease_seconds, validate_ids};
+use models::verbs::Verb;
 use serde_json::{Value, json};
 
 /// A granted tool's answer. Unknown names are `invalid_argument`, ungranted ones `forbidden`.
 pub(super) async fn call_tool<S: Store>(
     state: &AppState<S>,
     agent: &AgentScope,
-    name: &str,
+    tool: Tool,
     args: &Args<'_>,
 ) -> Result<Value> {
-    if !tool_catalog().iter().any(|(tool, _, _)| *tool == name) {
-        return Err(Error::invalid("name", format!("unknown tool {name}")));
-    }
-    if !granted(agent, name) {
-        return Err(Error::forbidden(format!("{name} is not in this endpoint's grant")));
+    if !granted(agent, tool) {
+        return Err(Error::forbidden(format!("{} is not in this endpoint's grant", tool.as_str())));
     }
     let actor = Actor::Agent(agent.clone());
-    match name {
-        "claim_next" => claim_next_tool(state, agent, &actor, args).await,
-        "claim" => claim_tool(state, &actor, args).await,
-        "heartbeat" | "complete" | "fail" | "release" => claimed_todo_tool(&state.store, &actor, name, args).await,
-        "list_todos" => list_todos_tool(&state.store, agent, args).await,
-        "get_todo" => {
+    match tool {
+        Tool::Granted(Verb::ClaimNext) => claim_next_tool(state, agent, &actor, args).await,
+        Tool::Granted(Verb::Claim) => claim_tool(state, &actor, args).await,
+        Tool::Granted(verb @ (Verb::Heartbeat | Verb::Complete | Verb::Fail | Verb::Release)) => {
+            claimed_todo_tool(&state.store, &actor, verb, args).await
+        }
+        Tool::Granted(Verb::ListTodos) => list_todos_tool(&state.store, agent, args).await,
+        Tool::Granted(Verb::GetTodo) => {
             args.only(&["id"])?;
             Ok(todo_json(&state.store.get_todo(&actor, args.str("id")?).await?, true))
         }
-        "create_todo" => create_todo_tool(&state.store, agent, args).await,
-        "create_todos" => create_todos_tool(&state.store, agent, args).await,
-        "set_admission_policy" | "clear_admission_policy" => policy_tool(state, agent, name, args).await,
-        "discard_todo" | "clear_queue" => cancel_tool(&state.store, agent, name, args).await,
-        "admission_status" => admission_status_tool(&state.store, agent, args).await,
-        _ => Err(Error::invalid("name", format!("unknown tool {name}"))),
+        Tool::Granted(Verb::CreateTodo) => create_todo_tool(&state.store, agent, args).await,
+        Tool::CreateTodos => create_todos_tool(&state.store, agent, args).await,
+        Tool::Granted(verb @ (Verb::SetAdmissionPolicy | Verb::ClearAdmissionPolicy)) => {
+            policy_tool(state, agent, verb, args).await
+        }
+        Tool::Granted(verb @ (Verb::DiscardTodo | Verb::ClearQueue)) => {
+            cancel_tool(&state.store, agent, verb, args).await
+        }
+        Tool::Granted(Verb::AdmissionStatus) => admission_status_tool(&state.store, agent, args).await,
+        Tool::ClockIn | Tool::ClockOut | Tool::Presence => self_verb_tool(state, agent, tool, args).await,
     }
 }
 
@@ -116,19 +120,19 @@ async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_
 }
 
 /// `heartbeat`, `complete`, `fail`, `release`: the claimer's work on a todo it holds.
-async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, name: &str, args: &Args<'_>) -> Result<Value> {
-    let todo = match name {
-        "heartbeat" => {
+async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args: &Args<'_>) -> Result<Value> {
+    let todo = match verb {
+        Verb::Heartbeat => {
             args.only(&["id", "lease_ttl_seconds"])?;
             let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
             store.heartbeat(actor, args.str("id")?, lease).await?
         }
-        "complete" if args.opt_value("ids").is_some() => return complete_many_tool(store, actor, args).await,
-        "complete" | "fail" => {
+        Verb::Complete if args.opt_value("ids").is_some() => return complete_many_tool(store, actor, args).await,
+        Verb::Complete | Verb::Fail => {
             args.only(&["id", "result", "summary"])?;
             let result = outcome_value(args)?;
             let id = args.str("id")?;
-            if name == "complete" {
+            if verb == Verb::Complete {
                 store.complete(actor, id, result).await?
             } else {
                 store.fail(actor, id, result).await?
@@ -214,13 +218,13 @@ fn acting(agent: &AgentScope) -> PolicyActor {
 /// SPEC-0030 REQ-10: `set_admission_policy` / `clear_admission_policy`, only with the verb
 /// granted (checked by `call_tool`), only on a queue this endpoint may manage (else not_found),
 /// audited with the endpoint and its human.
-async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, name: &str, args: &Args<'_>) -> Result<Value> {
-    let known: &[&str] = if name == "set_admission_policy" { &["queue", "policy"] } else { &["queue"] };
+async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Value> {
+    let known: &[&str] = if verb == Verb::SetAdmissionPolicy { &["queue", "policy"] } else { &["queue"] };
     args.only(known)?;
     // The same write limiter as the operator API, keyed per endpoint (Security Requirements).
     state.admission_writes.check_endpoint(&state.store, &agent.endpoint_id).await?;
     let identity = agent.managed_queue(args.str("queue")?)?;
-    if name == "clear_admission_policy" {
+    if verb == Verb::ClearAdmissionPolicy {
         state.store.clear_policy(&identity, &acting(agent)).await?;
         return Ok(json!({ "queue": identity.queue, "cleared": true }));
     }
@@ -235,11 +239,11 @@ async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, name: &s
 
 /// Owner cancellation for agents (intake-capacity.md): `discard_todo` / `clear_queue`, opt-in
 /// verbs only, on queues the endpoint manages (else not_found); claimed work is never touched.
-async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, name: &str, args: &Args<'_>) -> Result<Value> {
-    let known: &[&str] = if name == "discard_todo" { &["queue", "id"] } else { &["queue"] };
+async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Value> {
+    let known: &[&str] = if verb == Verb::DiscardTodo { &["queue", "id"] } else { &["queue"] };
     args.only(known)?;
     let identity = agent.managed_queue(args.str("queue")?)?;
-    if name == "discard_todo" {
+    if verb == Verb::DiscardTodo {
         store.discard_todo(&identity, args.str("id")?, &acting(agent)).await?;
         return Ok(json!({ "queue": identity.queue, "removed": 1 }));
     }
@@ -281,17 +285,17 @@ fn admission_entry(identity: &QueueIdentity, admission: Option<&QueueAdmission>)
 }
 
 /// `clock_in {for?}` (seconds; 1 h default, 8 h max), `clock_out`, `presence` (SPEC-0022).
-pub(super) async fn call_self_verb<S: Store>(
+async fn self_verb_tool<S: Store>(
     state: &AppState<S>,
     agent: &AgentScope,
-    name: &str,
+    tool: Tool,
     args: &Args<'_>,
 ) -> Result<Value> {
     let store = &state.store;
-    let view = match name {
-        "clock_in" | "clock_out" => {
+    let view = match tool {
+        Tool::ClockIn | Tool::ClockOut => {
             args.only(&["for"])?;
-            let (presence, for_seconds) = if name == "clock_in" {
+            let (presence, for_seconds) = if tool == Tool::ClockIn {
                 (Presence::In, args.opt_i64("for")?)
             } else {
                 args.only(&[])?;
@@ -311,15 +315,20 @@ pub(super) async fn call_self_verb<S: Store>(
 }
 
 /// Nudges the push loops after a verb that changed what may be pushed.
-pub(super) fn after_tool<S: Store>(state: &AppState<S>, name: &str, outcome: &Result<Value>) {
+pub(super) fn after_tool<S: Store>(state: &AppState<S>, tool: Tool, outcome: &Result<Value>) {
     if outcome.is_err() {
         return;
     }
-    match name {
-        "create_todo" | "create_todos" => state.push.work_added(),
-        "complete" | "fail" | "release" | "set_admission_policy" | "clear_admission_policy" | "discard_todo" => {
-            state.push.capacity_changed()
-        }
+    match tool {
+        Tool::Granted(Verb::CreateTodo) | Tool::CreateTodos => state.push.work_added(),
+        Tool::Granted(
+            Verb::Complete
+            | Verb::Fail
+            | Verb::Release
+            | Verb::SetAdmissionPolicy
+            | Verb::ClearAdmissionPolicy
+            | Verb::DiscardTodo,
+        ) => state.push.capacity_changed(),
         _ => {}
     }
 }
