@@ -10,7 +10,7 @@
 use crate::error::{Error, Result};
 use crate::window::WindowSpec;
 use chrono::{DateTime, Duration, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// Largest `max_in_flight` a policy may set (REQ-1).
@@ -28,7 +28,7 @@ pub struct Policy {
 }
 
 /// Why a queue identity admits no claim right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     WindowExhausted,
@@ -53,7 +53,7 @@ impl Reason {
 
 /// Whether a queue identity admits claims now (REQ-6's `admission.state`), serialised as the
 /// contract's `admitted` and `deferred`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdmissionState {
     Admitted,
@@ -71,7 +71,7 @@ impl AdmissionState {
 
 /// The `status` word of a policy status object (contract §3, REQ-6): `admitted`, or the reason
 /// the identity is deferred, serialised as the contract's strings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueStatus {
     Admitted,

@@ -8,7 +8,10 @@
 
 use crate::extract::{Human, ManagedQueue, managed_identity};
 use crate::state::AppState;
-use crate::wire::{ApiError, ApiResult, parse_body, rfc3339, scope_string, status_json};
+use crate::wire::{ApiError, ApiResult, parse_body};
+use crate::wire_types::{
+    AdmissionBody, AuditBody, AuditRecords, Millis, Policies, PolicyDetailBody, UsageBody, WindowUsageBody,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,8 +19,7 @@ use axum::response::IntoResponse;
 use models::admission::Policy;
 use models::error::Error;
 use models::scope::HumanScope;
-use models::store::{AuditRecord, PolicyActor, QueueAdmission, Store};
-use serde_json::{Value, json};
+use models::store::{PolicyActor, Store};
 
 /// Where the simulation has always found the limiter.
 pub use crate::state::WriteLimiter;
@@ -33,33 +35,10 @@ pub(crate) fn by(human: &HumanScope) -> PolicyActor {
     PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None }
 }
 
-fn admission_json(admission: &QueueAdmission) -> Value {
-    json!({
-        "scope": scope_string(&admission.identity),
-        "queue": admission.identity.queue,
-        "policy": admission.policy.as_ref().map_or(Value::Null, Policy::to_json),
-        "status": status_json(&admission.status),
-        "pending": admission.pending,
-        "created_at": rfc3339(admission.created_at),
-        "updated_at": rfc3339(admission.updated_at),
-    })
-}
-
-pub fn audit_json(record: &AuditRecord) -> Value {
-    json!({
-        "actor_human_id": record.actor_human_id,
-        "actor_endpoint_id": record.actor_endpoint_id,
-        "at": rfc3339(record.at),
-        "action": record.action,
-        "before": record.before,
-        "after": record.after,
-    })
-}
-
 /// `GET /api/v1/admission`: every policy the caller manages, with status and usage.
 pub async fn list<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let admissions = state.store.reach_admissions(&human.manages).await?;
-    Ok(axum::Json(json!({ "policies": admissions.iter().map(admission_json).collect::<Vec<_>>() })).into_response())
+    Ok(axum::Json(Policies { policies: admissions.iter().map(AdmissionBody::from).collect() }).into_response())
 }
 
 /// `GET /api/v1/admission/{scope}/{queue}`: policy, status, usage, the last 30 windows and the
@@ -69,25 +48,19 @@ pub async fn show<S: Store>(
     ManagedQueue { identity, .. }: ManagedQueue,
 ) -> ApiResult {
     let detail = state.store.policy_detail(&identity).await?;
-    let mut body = admission_json(&detail.admission);
-    if let Some(map) = body.as_object_mut() {
-        map.insert(
-            "usage".into(),
-            json!({
-                "window_start": detail.admission.status.window_start.map(rfc3339),
-                "used": detail.admission.status.used,
-            }),
-        );
-        map.insert(
-            "windows".into(),
-            detail
+    let status = &detail.admission.status;
+    let body = AdmissionBody {
+        detail: Some(PolicyDetailBody {
+            usage: UsageBody { window_start: status.window_start.map(Millis), used: status.used },
+            windows: detail
                 .windows
                 .iter()
-                .map(|(start, used)| json!({ "window_start": rfc3339(*start), "used": used }))
+                .map(|(start, used)| WindowUsageBody { window_start: Millis(*start), used: *used })
                 .collect(),
-        );
-        map.insert("audit".into(), detail.audit.iter().take(AUDIT_TAIL as usize).map(audit_json).collect());
-    }
+            audit: detail.audit.iter().take(AUDIT_TAIL as usize).map(AuditBody::from).collect(),
+        }),
+        ..AdmissionBody::from(&detail.admission)
+    };
     Ok(axum::Json(body).into_response())
 }
 
@@ -106,7 +79,7 @@ pub async fn put<S: Store>(
     let saved = state.store.set_policy(&identity, &policy, &actor).await?;
     // A raised limit may reopen a deferred queue at once (REQ-8).
     state.push.capacity_changed();
-    Ok(axum::Json(admission_json(&saved)).into_response())
+    Ok(axum::Json(AdmissionBody::from(&saved)).into_response())
 }
 
 /// `DELETE /api/v1/admission/{scope}/{queue}`: 204; the audit history stays readable.
@@ -130,5 +103,5 @@ pub async fn audit<S: Store>(
         // A queue that never had a policy is as unknown as a foreign one.
         return Err(ApiError(Error::not_found()));
     }
-    Ok(axum::Json(json!({ "records": records.iter().map(audit_json).collect::<Vec<_>>() })).into_response())
+    Ok(axum::Json(AuditRecords { records: records.iter().map(AuditBody::from).collect() }).into_response())
 }

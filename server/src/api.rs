@@ -6,8 +6,9 @@ use crate::extract::{Human, identity_within};
 use crate::state::AppState;
 use crate::vend::{self, VendRequest};
 use crate::wire::{
-    ApiError, ApiResult, Args, batch_items, parse_body, parse_body_or_list, parse_limit, parse_max_attempts, todo_json,
+    ApiError, ApiResult, Args, batch_items, parse_body, parse_body_or_list, parse_limit, parse_max_attempts,
 };
+use crate::wire_types::{ClaimedBody, CreatedBody, Detail, OneTodo, Todos};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -92,8 +93,7 @@ pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, Human(human):
             state.push.work_added();
         }
         let status = if created.deduped { StatusCode::OK } else { StatusCode::CREATED };
-        return Ok((status, axum::Json(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped })))
-            .into_response());
+        return Ok((status, axum::Json(CreatedBody::from(&created))).into_response());
     };
     let mut requested = Vec::with_capacity(items.len());
     for (index, args) in batch_items(items, "todos")?.iter().enumerate() {
@@ -121,10 +121,9 @@ pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, Human(human):
     if any_new {
         state.push.work_added();
     }
-    let answers: Vec<Value> =
-        created.iter().map(|c| json!({ "todo": todo_json(&c.todo, true), "deduped": c.deduped })).collect();
+    let todos = created.iter().map(CreatedBody::from).collect();
     let status = if any_new { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(json!({ "todos": answers }))).into_response())
+    Ok((status, axum::Json(Todos { todos })).into_response())
 }
 
 /// One todo of a push as the caller wrote it: its scope, and the todo with the queue named but
@@ -172,8 +171,8 @@ pub async fn list_todos<S: Store>(
         (None, None) => TodoSet::Owners(human.reach.clone()),
     };
     let todos = state.store.list_todos(TodoQuery { set, state: todo_state, limit }).await?;
-    let todos = crate::wire::todos_with_admission(&state.store, &todos, false).await?;
-    Ok(axum::Json(json!({ "todos": todos })).into_response())
+    let todos = crate::wire::todos_with_admission(&state.store, &todos, Detail::Listed).await?;
+    Ok(axum::Json(Todos { todos }).into_response())
 }
 
 /// `POST /api/v1/todos/{id}/{claim|complete|fail|release|retry}`: the owner's board actions.
@@ -191,7 +190,7 @@ pub async fn todo_action<S: Store>(
             args.only(&["lease_ttl_seconds"])?;
             let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
             let claimed = state.store.claim(&actor, &id, lease).await?;
-            return Ok(axum::Json(crate::wire::claimed_json(&claimed)).into_response());
+            return Ok(axum::Json(ClaimedBody::from(&claimed)).into_response());
         }
         "complete" => {
             args.only(&["result"])?;
@@ -213,7 +212,7 @@ pub async fn todo_action<S: Store>(
     };
     // A freed in-flight slot may reopen a deferred queue (REQ-8); a retried todo is new work.
     state.push.capacity_changed();
-    Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
+    Ok(axum::Json(OneTodo::of(&todo)).into_response())
 }
 
 /// The longest an operator token may be minted for: one year.
@@ -279,7 +278,7 @@ pub async fn show_todo<S: Store>(
     Path(id): Path<String>,
 ) -> ApiResult {
     let todo = state.store.get_todo(&Actor::Human(human), &id).await?;
-    let mut shown = crate::wire::todos_with_admission(&state.store, std::slice::from_ref(&todo), true).await?;
-    let body = shown.pop().unwrap_or(Value::Null);
-    Ok(axum::Json(json!({ "todo": body })).into_response())
+    let shown = crate::wire::todos_with_admission(&state.store, std::slice::from_ref(&todo), Detail::Full).await?;
+    let todo = shown.into_iter().next().ok_or_else(|| Error::internal("a read todo was not shown"))?;
+    Ok(axum::Json(OneTodo { todo }).into_response())
 }

@@ -9,7 +9,8 @@
 use crate::admission_api::by;
 use crate::extract::{Human, ManagedQueue};
 use crate::state::AppState;
-use crate::wire::{ApiResult, Args, parse_body, todo_json};
+use crate::wire::{ApiResult, Args, parse_body};
+use crate::wire_types::OneTodo;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -83,7 +84,7 @@ pub async fn edit<S: Store>(
         return Err(Error::invalid("title", "give a title, a payload, or both").into());
     }
     let todo = state.store.edit_todo(&human, &id, title, payload).await?;
-    Ok(axum::Json(json!({ "todo": todo_json(&todo, true) })).into_response())
+    Ok(axum::Json(OneTodo::of(&todo)).into_response())
 }
 
 /// `DELETE /api/v1/queues/{scope}/{queue}`: deletes the queue identity with every todo of it,

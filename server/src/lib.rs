@@ -29,3 +29,4 @@ pub mod tls;
 pub mod vend;
 pub mod webhooks;
 pub mod wire;
+pub mod wire_types;

@@ -5,9 +5,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
 use models::error::{Code, Error, Result};
-use models::identity::{Owner, QueueIdentity};
+use models::identity::QueueIdentity;
 use models::todo::{MAX_ATTEMPTS_DEFAULT, Todo};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+pub use crate::wire_types::scope_string;
+use crate::wire_types::{Detail, HintBody, TodoBody};
 
 /// A JSON object of named arguments: an API body or MCP tool arguments.
 pub struct Args<'a> {
@@ -157,48 +160,6 @@ pub fn rfc3339(instant: DateTime<Utc>) -> String {
     instant.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn opt_time(instant: Option<DateTime<Utc>>) -> Value {
-    instant.map_or(Value::Null, |t| Value::String(rfc3339(t)))
-}
-
-/// `endpoint:<id>` or `team:<id>`: the scope half of a queue identity as the contract writes it.
-pub fn scope_string(identity: &QueueIdentity) -> String {
-    match &identity.owner {
-        Owner::Endpoint(id) => format!("endpoint:{id}"),
-        Owner::Team(id) => format!("team:{id}"),
-    }
-}
-
-/// The todo as every surface shows it. Listings leave the payload out (`payload_size` instead).
-pub fn todo_json(todo: &Todo, with_payload: bool) -> Value {
-    let mut body = json!({
-        "id": todo.id,
-        "scope": scope_string(&todo.identity),
-        "queue": todo.identity.queue,
-        "title": todo.title,
-        "state": todo.state.as_str(),
-        "owner": todo.owner,
-        "attempt": todo.attempt,
-        "max_attempts": todo.max_attempts,
-        "lease_expires_at": opt_time(todo.lease_expires_at),
-        "next_retry_at": opt_time(todo.next_retry_at),
-        "dead_letter": todo.dead_letter(),
-        "idempotency_key": todo.idempotency_key,
-        "created_at": rfc3339(todo.created_at),
-        "updated_at": rfc3339(todo.updated_at),
-        "claimed_at": opt_time(todo.claimed_at),
-        "completed_at": opt_time(todo.completed_at),
-        "created_by_kind": todo.created_by_kind.as_str(),
-        "created_by_id": todo.created_by_id,
-        "payload_size": todo.payload_size_bytes,
-    });
-    if with_payload && let Some(map) = body.as_object_mut() {
-        map.insert("payload".into(), todo.payload.clone().unwrap_or(Value::Null));
-        map.insert("result".into(), todo.result.clone().unwrap_or(Value::Null));
-    }
-    body
-}
-
 /// An error as an operator-API response: the status from the code table and the envelope.
 pub struct ApiError(pub Error);
 
@@ -232,74 +193,13 @@ impl IntoResponse for ApiError {
 
 pub type ApiResult = std::result::Result<Response, ApiError>;
 
-/// The status carried by a pending todo of a budgeted queue (REQ-6):
-/// `{state, reason?, next_eligible_at?, exact?}`.
-pub fn hint_json(hint: &models::admission::AdmissionHint) -> Value {
-    let mut body = json!({ "state": hint.state.as_str() });
-    if let (Some(reason), Some(map)) = (hint.reason, body.as_object_mut()) {
-        map.insert("reason".into(), json!(reason.as_str()));
-        map.insert("next_eligible_at".into(), opt_time(hint.next_eligible_at));
-        map.insert("exact".into(), json!(hint.exact));
-    }
-    body
-}
-
-/// The policy status object of contract §3.
-pub fn status_json(status: &models::admission::PolicyStatus) -> Value {
-    json!({
-        "status": status.status.as_str(),
-        "max_in_flight": status.max_in_flight,
-        "in_flight": status.in_flight,
-        "max_claims_per_window": status.max_claims_per_window,
-        "used": status.used,
-        "remaining": status.remaining,
-        "window_start": opt_time(status.window_start),
-        "window_resets_at": opt_time(status.window_resets_at),
-        "next_eligible_at": opt_time(status.hint.next_eligible_at),
-        "exact": status.hint.exact,
-    })
-}
-
-/// Headroom on a successful budgeted claim (REQ-7).
-pub fn headroom_json(headroom: &models::admission::Headroom) -> Value {
-    json!({
-        "max_in_flight": headroom.max_in_flight,
-        "in_flight": headroom.in_flight,
-        "max_claims_per_window": headroom.max_claims_per_window,
-        "used": headroom.used,
-        "remaining": headroom.remaining,
-        "window_resets_at": opt_time(headroom.window_resets_at),
-    })
-}
-
-/// One entry of an empty `claim_next`'s `deferred` list (REQ-7).
-pub fn deferred_json(deferred: &models::store::DeferredQueue) -> Value {
-    json!({
-        "queue": deferred.identity.queue,
-        "scope": scope_string(&deferred.identity),
-        "reason": deferred.reason.as_str(),
-        "pending": deferred.pending,
-        "next_eligible_at": opt_time(deferred.next_eligible_at),
-        "exact": deferred.exact,
-    })
-}
-
-/// A claim's answer: the todo, and the headroom when the queue has a policy.
-pub fn claimed_json(claimed: &models::store::Claimed) -> Value {
-    let mut body = json!({ "todo": todo_json(&claimed.todo, true) });
-    if let (Some(headroom), Some(map)) = (&claimed.admission, body.as_object_mut()) {
-        map.insert("admission".into(), headroom_json(headroom));
-    }
-    body
-}
-
 /// Todos as a listing shows them, each pending todo of a budgeted queue with its admission
 /// status (REQ-6). The statuses come from one read for all the listed queues.
 pub async fn todos_with_admission<S: models::store::Store>(
     store: &S,
     todos: &[Todo],
-    with_payload: bool,
-) -> Result<Vec<Value>> {
+    detail: Detail,
+) -> Result<Vec<TodoBody>> {
     let mut identities: Vec<QueueIdentity> =
         todos.iter().filter(|t| t.state == models::todo::TodoState::Pending).map(|t| t.identity.clone()).collect();
     identities.sort();
@@ -308,12 +208,10 @@ pub async fn todos_with_admission<S: models::store::Store>(
     Ok(todos
         .iter()
         .map(|todo| {
-            let mut body = todo_json(todo, with_payload);
-            let admission = admissions.iter().find(|a| a.identity == todo.identity);
-            if let (Some(admission), Some(map), true) =
-                (admission, body.as_object_mut(), todo.state == models::todo::TodoState::Pending)
-            {
-                map.insert("admission".into(), hint_json(&admission.status.hint));
+            let mut body = TodoBody::of(todo, detail);
+            if todo.state == models::todo::TodoState::Pending {
+                let admission = admissions.iter().find(|a| a.identity == todo.identity);
+                body.admission = admission.map(|admission| HintBody::from(&admission.status.hint));
             }
             body
         })

@@ -7,20 +7,20 @@
 use super::catalog::{Tool, granted};
 use crate::push::api::{presence_json, set_presence_from};
 use crate::state::AppState;
-use crate::wire::{
-    Args, batch_items, claimed_json, deferred_json, parse_limit, parse_max_attempts, scope_string, status_json,
-    todo_json, todos_with_admission,
+use crate::wire::{Args, batch_items, parse_limit, parse_max_attempts, todos_with_admission};
+use crate::wire_types::{
+    ClaimNextBody, ClaimedBody, CreatedBody, Detail, PolicyBody, PolicyCleared, PolicySaved, QueueAdmissionEntry,
+    QueueAdmissions, Removed, StatusBody, TodoBody, Todos,
 };
 use models::admission::Policy;
 use models::error::{Error, Result};
 use models::identity::{QueueIdentity, validate_queue_name};
 use models::presence::Presence;
 use models::scope::{Actor, AgentScope};
-use models::store::{
-    ClaimNext, ClaimedMany, DeferredQueue, OverrideBy, PolicyActor, QueueAdmission, Store, TodoQuery, TodoSet,
-};
+use models::store::{ClaimNext, OverrideBy, PolicyActor, Store, TodoQuery, TodoSet};
 use models::todo::{CreatedByKind, NewTodo, TodoState, claims_max, lease_seconds, validate_ids};
 use models::verbs::Verb;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// A granted tool's answer. Unknown names are `invalid_argument`, ungranted ones `forbidden`.
@@ -43,7 +43,7 @@ pub(super) async fn call_tool<S: Store>(
         Tool::Granted(Verb::ListTodos) => list_todos_tool(&state.store, agent, args).await,
         Tool::Granted(Verb::GetTodo) => {
             args.only(&["id"])?;
-            Ok(todo_json(&state.store.get_todo(&actor, args.str("id")?).await?, true))
+            answer(TodoBody::of(&state.store.get_todo(&actor, args.str("id")?).await?, Detail::Full))
         }
         Tool::Granted(Verb::CreateTodo) => create_todo_tool(&state.store, agent, args).await,
         Tool::CreateTodos => create_todos_tool(&state.store, agent, args).await,
@@ -75,40 +75,17 @@ async fn claim_next_tool<S: Store>(
     // The store watches every queue it defers, on every surface (REQ-8, issue #28).
     if max > 1 {
         let many = state.store.claim_next_many(actor, &queues, lease, max).await?;
-        return Ok(claimed_many_json(&many));
+        return answer(ClaimNextBody::many(&many));
     }
-    let outcome = state.store.claim_next(actor, &queues, lease).await?;
-    match outcome {
-        ClaimNext::Claimed(claimed) => {
-            let mut body = claimed_json(&claimed);
-            if let Some(map) = body.as_object_mut() {
-                map.insert("empty".into(), json!(false));
-            }
-            Ok(body)
-        }
-        ClaimNext::Empty { deferred } => Ok(empty_json(&deferred)),
-    }
+    answer(match state.store.claim_next(actor, &queues, lease).await? {
+        ClaimNext::Claimed(claimed) => ClaimNextBody::one(&claimed),
+        ClaimNext::Empty { deferred } => ClaimNextBody::empty(&deferred),
+    })
 }
 
-/// An empty claim's answer. `deferred` appears only when a granted queue holds pending work it
-/// cannot admit now; a bare `empty: true` still means there is no pending work at all.
-fn empty_json(deferred: &[DeferredQueue]) -> Value {
-    if deferred.is_empty() {
-        return json!({ "empty": true });
-    }
-    json!({ "empty": true, "deferred": deferred.iter().map(deferred_json).collect::<Vec<_>>() })
-}
-
-/// `claim_next {max > 1}`'s answer: the claims in turn, or the empty answer when none was made.
-fn claimed_many_json(many: &ClaimedMany) -> Value {
-    if many.claimed.is_empty() {
-        return empty_json(&many.deferred);
-    }
-    let mut body = json!({ "todos": many.claimed.iter().map(claimed_json).collect::<Vec<_>>(), "empty": false });
-    if let (false, Some(map)) = (many.deferred.is_empty(), body.as_object_mut()) {
-        map.insert("deferred".into(), many.deferred.iter().map(deferred_json).collect());
-    }
-    body
+/// A tool's typed answer as the JSON object MCP carries.
+fn answer(body: impl Serialize) -> Result<Value> {
+    serde_json::to_value(body).map_err(|error| Error::internal(format!("an answer did not serialise: {error}")))
 }
 
 async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_>) -> Result<Value> {
@@ -116,7 +93,7 @@ async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_
     let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
     let id = args.str("id")?;
     let claimed = state.store.claim(actor, id, lease).await?;
-    Ok(claimed_json(&claimed))
+    answer(ClaimedBody::from(&claimed))
 }
 
 /// `heartbeat`, `complete`, `fail`, `release`: the claimer's work on a todo it holds.
@@ -144,7 +121,7 @@ async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args:
             store.release(actor, args.str("id")?).await?
         }
     };
-    Ok(todo_json(&todo, false))
+    answer(TodoBody::of(&todo, Detail::Listed))
 }
 
 /// `complete {ids, result?, summary?}` (issue #31 item 2): every listed todo the caller holds,
@@ -158,7 +135,7 @@ async fn complete_many_tool<S: Store>(store: &S, actor: &Actor, args: &Args<'_>)
     let ids: Vec<String> = args.opt_str_list("ids")?.unwrap_or_default().into_iter().map(str::to_string).collect();
     validate_ids(&ids)?;
     let todos = store.complete_many(actor, &ids, result).await?;
-    Ok(json!({ "todos": todos.iter().map(|todo| todo_json(todo, false)).collect::<Vec<_>>() }))
+    answer(Todos { todos: todos.iter().map(|todo| TodoBody::of(todo, Detail::Listed)).collect() })
 }
 
 /// `list_todos {queue?, state?, limit?}`: newest first, within the grant.
@@ -168,13 +145,13 @@ async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_
     let state = args.opt_str("state")?.map(|s| TodoState::parse("state", s)).transpose()?;
     let limit = parse_limit(args.opt_i64("limit")?)?;
     let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues), state, limit }).await?;
-    Ok(json!({ "todos": todos_with_admission(store, &todos, false).await? }))
+    answer(Todos { todos: todos_with_admission(store, &todos, Detail::Listed).await? })
 }
 
 /// `create_todo`: a new todo on a granted queue, created by this endpoint.
 async fn create_todo_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
     let created = store.create_todo(agent_todo(agent, args)?).await?;
-    Ok(json!({ "todo": todo_json(&created.todo, true), "deduped": created.deduped }))
+    answer(CreatedBody::from(&created))
 }
 
 /// `create_todos`: `create_todo`'s arguments for each of `todos` (at most
@@ -189,9 +166,7 @@ async fn create_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<
         news.push(agent_todo(agent, args).map_err(|error| error.within_item("todos", index))?);
     }
     let created = store.create_todos(news).await?;
-    let answers: Vec<Value> =
-        created.iter().map(|c| json!({ "todo": todo_json(&c.todo, true), "deduped": c.deduped })).collect();
-    Ok(json!({ "todos": answers }))
+    answer(Todos { todos: created.iter().map(CreatedBody::from).collect() })
 }
 
 /// One todo an agent asks for: `create_todo`'s arguments, in one of its granted queues.
@@ -226,15 +201,15 @@ async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Ve
     let identity = agent.managed_queue(args.str("queue")?)?;
     if verb == Verb::ClearAdmissionPolicy {
         state.store.clear_policy(&identity, &acting(agent)).await?;
-        return Ok(json!({ "queue": identity.queue, "cleared": true }));
+        return answer(PolicyCleared { queue: identity.queue, cleared: true });
     }
     let policy = Policy::from_request(&args.opt_value("policy").unwrap_or(Value::Null))?;
     let saved = state.store.set_policy(&identity, &policy, &acting(agent)).await?;
-    Ok(json!({
-        "queue": identity.queue,
-        "policy": saved.policy.as_ref().map_or(Value::Null, Policy::to_json),
-        "status": status_json(&saved.status),
-    }))
+    answer(PolicySaved {
+        queue: identity.queue,
+        policy: saved.policy.as_ref().map(PolicyBody::from),
+        status: StatusBody::from(&saved.status),
+    })
 }
 
 /// Owner cancellation for agents (intake-capacity.md): `discard_todo` / `clear_queue`, opt-in
@@ -245,10 +220,10 @@ async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, verb: Verb, args: 
     let identity = agent.managed_queue(args.str("queue")?)?;
     if verb == Verb::DiscardTodo {
         store.discard_todo(&identity, args.str("id")?, &acting(agent)).await?;
-        return Ok(json!({ "queue": identity.queue, "removed": 1 }));
+        return answer(Removed { queue: identity.queue, removed: 1 });
     }
     let removed = store.clear_queue(&identity, &acting(agent)).await?;
-    Ok(json!({ "queue": identity.queue, "removed": removed }))
+    answer(Removed { queue: identity.queue, removed })
 }
 
 /// `admission_status {queue?}`: policy, usage and status of the granted queues (read-only, REQ-7).
@@ -256,32 +231,11 @@ async fn admission_status_tool<S: Store>(store: &S, agent: &AgentScope, args: &A
     args.only(&["queue"])?;
     let queues = agent.narrow(args.opt_str("queue")?)?;
     let admissions = store.queue_admissions(&queues).await?;
-    let entries: Vec<Value> = queues
+    let queues = queues
         .iter()
-        .map(|identity| admission_entry(identity, admissions.iter().find(|a| &a.identity == identity)))
+        .map(|identity| QueueAdmissionEntry::of(identity, admissions.iter().find(|a| &a.identity == identity)))
         .collect();
-    Ok(json!({ "queues": entries }))
-}
-
-/// One queue of `admission_status`: its policy and status, or `admitted` with no policy.
-fn admission_entry(identity: &QueueIdentity, admission: Option<&QueueAdmission>) -> Value {
-    let mut entry = json!({ "queue": identity.queue, "scope": scope_string(identity) });
-    if let Some(map) = entry.as_object_mut() {
-        match admission {
-            Some(admission) => {
-                map.insert("policy".into(), admission.policy.as_ref().map_or(Value::Null, |p| p.to_json()));
-                map.insert("pending".into(), json!(admission.pending));
-                if let Value::Object(status) = status_json(&admission.status) {
-                    map.extend(status);
-                }
-            }
-            None => {
-                map.insert("policy".into(), Value::Null);
-                map.insert("status".into(), json!("admitted"));
-            }
-        }
-    }
-    entry
+    answer(QueueAdmissions { queues })
 }
 
 /// `clock_in {for?}` (seconds; 1 h default, 8 h max), `clock_out`, `presence` (SPEC-0022).

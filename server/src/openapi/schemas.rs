@@ -187,7 +187,7 @@ pub fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
 
-/// The answers, as the handlers build them (`wire::todo_json`, `admission_api::admission_json`, …).
+/// The answers, as the handlers build them (`wire_types::TodoBody`, `wire_types::AdmissionBody`, …).
 pub fn responses() -> Value {
     let ts = json!({ "type": ["string", "null"], "format": "date-time" });
     let int_or_null = json!({ "type": ["integer", "null"] });

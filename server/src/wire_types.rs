@@ -1,0 +1,536 @@
+//! The wire's types: one `serde` type per surface concept the API and the MCP tools answer with
+//! (a todo, a claim, an admission hint, status, headroom and deferred entry, a created todo, the
+//! claim answers), written once and serialised as contract §3 names them.
+//!
+//! Exists so an answer's shape is a type, not a `json!` literal repeated per handler: the
+//! operator API and MCP build the same struct for the same concept, and a client of this crate
+//! (the CLI, the simulation) can read it back with the same type.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use models::admission::{AdmissionHint, AdmissionState, Headroom, Policy, PolicyStatus, QueueStatus, Reason};
+use models::identity::{Owner, QueueIdentity};
+use models::store::{AuditRecord, Claimed, ClaimedMany, DeferredQueue, QueueAdmission};
+use models::todo::{Created, CreatedByKind, Todo, TodoState};
+use models::window::WindowSpec;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// An instant as the wire writes it: RFC 3339 in UTC, to the millisecond (`…T09:30:00.000Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Millis(pub DateTime<Utc>);
+
+impl Serialize for Millis {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+}
+
+impl<'de> Deserialize<'de> for Millis {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        DateTime::parse_from_rfc3339(&text).map(|t| Millis(t.to_utc())).map_err(serde::de::Error::custom)
+    }
+}
+
+fn millis(instant: Option<DateTime<Utc>>) -> Option<Millis> {
+    instant.map(Millis)
+}
+
+/// `endpoint:<id>` or `team:<id>`: the scope half of a queue identity as the contract writes it.
+pub fn scope_string(identity: &QueueIdentity) -> String {
+    match &identity.owner {
+        Owner::Endpoint(id) => format!("endpoint:{id}"),
+        Owner::Team(id) => format!("team:{id}"),
+    }
+}
+
+/// A todo as every surface shows it. A listing leaves `payload` and `result` out (its
+/// `payload_size` says how big the payload is); a single todo carries both, null when unset. A
+/// pending todo of a budgeted queue carries its `admission` hint in listings (REQ-6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TodoBody {
+    pub id: String,
+    pub scope: String,
+    pub queue: String,
+    pub title: String,
+    pub state: TodoState,
+    pub owner: Option<String>,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub lease_expires_at: Option<Millis>,
+    pub next_retry_at: Option<Millis>,
+    pub dead_letter: bool,
+    pub idempotency_key: Option<String>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub claimed_at: Option<Millis>,
+    pub completed_at: Option<Millis>,
+    pub created_by_kind: CreatedByKind,
+    pub created_by_id: Option<String>,
+    pub payload_size: i64,
+    /// `Some(Value::Null)` is a todo without a payload; None leaves the field out (a listing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<HintBody>,
+}
+
+/// Whether a todo's answer carries its payload and result (a single todo) or not (a listing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    Full,
+    Listed,
+}
+
+impl TodoBody {
+    pub fn of(todo: &Todo, detail: Detail) -> TodoBody {
+        let full = |value: &Option<Value>| (detail == Detail::Full).then(|| value.clone().unwrap_or(Value::Null));
+        TodoBody {
+            id: todo.id.clone(),
+            scope: scope_string(&todo.identity),
+            queue: todo.identity.queue.clone(),
+            title: todo.title.clone(),
+            state: todo.state,
+            owner: todo.owner.clone(),
+            attempt: todo.attempt,
+            max_attempts: todo.max_attempts,
+            lease_expires_at: millis(todo.lease_expires_at),
+            next_retry_at: millis(todo.next_retry_at),
+            dead_letter: todo.dead_letter(),
+            idempotency_key: todo.idempotency_key.clone(),
+            created_at: Millis(todo.created_at),
+            updated_at: Millis(todo.updated_at),
+            claimed_at: millis(todo.claimed_at),
+            completed_at: millis(todo.completed_at),
+            created_by_kind: todo.created_by_kind,
+            created_by_id: todo.created_by_id.clone(),
+            payload_size: todo.payload_size_bytes,
+            payload: full(&todo.payload),
+            result: full(&todo.result),
+            admission: None,
+        }
+    }
+}
+
+/// The status a pending todo of a budgeted queue carries (REQ-6): `{state}` when admitted,
+/// `{state, reason, next_eligible_at, exact}` when deferred.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HintBody {
+    pub state: AdmissionState,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<DeferredHint>,
+}
+
+/// Why and until when a deferred todo waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeferredHint {
+    pub reason: Reason,
+    pub next_eligible_at: Option<Millis>,
+    pub exact: Option<bool>,
+}
+
+impl From<&AdmissionHint> for HintBody {
+    fn from(hint: &AdmissionHint) -> HintBody {
+        HintBody {
+            state: hint.state,
+            deferred: hint.reason.map(|reason| DeferredHint {
+                reason,
+                next_eligible_at: millis(hint.next_eligible_at),
+                exact: hint.exact,
+            }),
+        }
+    }
+}
+
+/// The policy status object of contract §3.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusBody {
+    pub status: QueueStatus,
+    pub max_in_flight: Option<i64>,
+    pub in_flight: Option<i64>,
+    pub max_claims_per_window: Option<i64>,
+    pub used: Option<i64>,
+    pub remaining: Option<i64>,
+    pub window_start: Option<Millis>,
+    pub window_resets_at: Option<Millis>,
+    pub next_eligible_at: Option<Millis>,
+    pub exact: Option<bool>,
+}
+
+impl From<&PolicyStatus> for StatusBody {
+    fn from(status: &PolicyStatus) -> StatusBody {
+        StatusBody {
+            status: status.status,
+            max_in_flight: status.max_in_flight,
+            in_flight: status.in_flight,
+            max_claims_per_window: status.max_claims_per_window,
+            used: status.used,
+            remaining: status.remaining,
+            window_start: millis(status.window_start),
+            window_resets_at: millis(status.window_resets_at),
+            next_eligible_at: millis(status.hint.next_eligible_at),
+            exact: status.hint.exact,
+        }
+    }
+}
+
+/// Headroom on a successful budgeted claim (REQ-7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadroomBody {
+    pub max_in_flight: Option<i64>,
+    pub in_flight: i64,
+    pub max_claims_per_window: Option<i64>,
+    pub used: Option<i64>,
+    pub remaining: Option<i64>,
+    pub window_resets_at: Option<Millis>,
+}
+
+impl From<&Headroom> for HeadroomBody {
+    fn from(headroom: &Headroom) -> HeadroomBody {
+        HeadroomBody {
+            max_in_flight: headroom.max_in_flight,
+            in_flight: headroom.in_flight,
+            max_claims_per_window: headroom.max_claims_per_window,
+            used: headroom.used,
+            remaining: headroom.remaining,
+            window_resets_at: millis(headroom.window_resets_at),
+        }
+    }
+}
+
+/// One entry of an empty `claim_next`'s `deferred` list (REQ-7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeferredBody {
+    pub queue: String,
+    pub scope: String,
+    pub reason: Reason,
+    pub pending: i64,
+    pub next_eligible_at: Option<Millis>,
+    pub exact: Option<bool>,
+}
+
+impl From<&DeferredQueue> for DeferredBody {
+    fn from(deferred: &DeferredQueue) -> DeferredBody {
+        DeferredBody {
+            queue: deferred.identity.queue.clone(),
+            scope: scope_string(&deferred.identity),
+            reason: deferred.reason,
+            pending: deferred.pending,
+            next_eligible_at: millis(deferred.next_eligible_at),
+            exact: deferred.exact,
+        }
+    }
+}
+
+/// A claim's answer: the todo, and the headroom when the queue has a policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedBody {
+    pub todo: TodoBody,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<HeadroomBody>,
+}
+
+impl From<&Claimed> for ClaimedBody {
+    fn from(claimed: &Claimed) -> ClaimedBody {
+        ClaimedBody {
+            todo: TodoBody::of(&claimed.todo, Detail::Full),
+            admission: claimed.admission.as_ref().map(HeadroomBody::from),
+        }
+    }
+}
+
+/// A create's answer: the todo made, or the live one holding the idempotency key (`deduped`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreatedBody {
+    pub todo: TodoBody,
+    pub deduped: bool,
+}
+
+impl From<&Created> for CreatedBody {
+    fn from(created: &Created) -> CreatedBody {
+        CreatedBody { todo: TodoBody::of(&created.todo, Detail::Full), deduped: created.deduped }
+    }
+}
+
+/// `{todo}`: one todo, in full.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneTodo {
+    pub todo: TodoBody,
+}
+
+impl OneTodo {
+    pub fn of(todo: &Todo) -> OneTodo {
+        OneTodo { todo: TodoBody::of(todo, Detail::Full) }
+    }
+}
+
+/// `{todos}`: a listing, or the answers of a batch, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Todos<T> {
+    pub todos: Vec<T>,
+}
+
+/// `claim_next`'s answer over MCP: one claim (`empty: false`), several (`todos`, with `max`
+/// over 1), or none (`empty: true`, with the deferred list when a granted queue holds pending
+/// work it cannot admit now; a bare `empty: true` means no pending work at all).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ClaimNextBody {
+    One {
+        #[serde(flatten)]
+        claimed: Box<ClaimedBody>,
+        empty: bool,
+    },
+    Many {
+        todos: Vec<ClaimedBody>,
+        empty: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        deferred: Vec<DeferredBody>,
+    },
+    Empty {
+        empty: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        deferred: Vec<DeferredBody>,
+    },
+}
+
+impl ClaimNextBody {
+    pub fn one(claimed: &Claimed) -> ClaimNextBody {
+        ClaimNextBody::One { claimed: Box::new(ClaimedBody::from(claimed)), empty: false }
+    }
+
+    pub fn empty(deferred: &[DeferredQueue]) -> ClaimNextBody {
+        ClaimNextBody::Empty { empty: true, deferred: deferred.iter().map(DeferredBody::from).collect() }
+    }
+
+    /// `claim_next {max > 1}`: the claims in turn, or the empty answer when none was made.
+    pub fn many(many: &ClaimedMany) -> ClaimNextBody {
+        if many.claimed.is_empty() {
+            return ClaimNextBody::empty(&many.deferred);
+        }
+        ClaimNextBody::Many {
+            todos: many.claimed.iter().map(ClaimedBody::from).collect(),
+            empty: false,
+            deferred: many.deferred.iter().map(DeferredBody::from).collect(),
+        }
+    }
+}
+
+/// An admission policy as the wire writes it (contract §3): the limits and the window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyBody {
+    pub max_in_flight: Option<i64>,
+    pub max_claims_per_window: Option<i64>,
+    pub window: Option<WindowSpec>,
+}
+
+impl From<&Policy> for PolicyBody {
+    fn from(policy: &Policy) -> PolicyBody {
+        PolicyBody {
+            max_in_flight: policy.max_in_flight,
+            max_claims_per_window: policy.max_claims_per_window,
+            window: policy.window,
+        }
+    }
+}
+
+/// One policy the caller manages, with its status (REQ-10); a single policy's read adds its
+/// `detail` (usage, recent windows, audit tail).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdmissionBody {
+    pub scope: String,
+    pub queue: String,
+    /// None when the stored row cannot be evaluated (REQ-9; the status then says why).
+    pub policy: Option<PolicyBody>,
+    pub status: StatusBody,
+    pub pending: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<PolicyDetailBody>,
+}
+
+impl From<&QueueAdmission> for AdmissionBody {
+    fn from(admission: &QueueAdmission) -> AdmissionBody {
+        AdmissionBody {
+            scope: scope_string(&admission.identity),
+            queue: admission.identity.queue.clone(),
+            policy: admission.policy.as_ref().map(PolicyBody::from),
+            status: StatusBody::from(&admission.status),
+            pending: admission.pending,
+            created_at: Millis(admission.created_at),
+            updated_at: Millis(admission.updated_at),
+            detail: None,
+        }
+    }
+}
+
+/// What a single policy's read adds: the current window's usage, the recent windows (newest
+/// first) and the audit tail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyDetailBody {
+    pub usage: UsageBody,
+    pub windows: Vec<WindowUsageBody>,
+    pub audit: Vec<AuditBody>,
+}
+
+/// The current window's start and usage, both null without a window limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageBody {
+    pub window_start: Option<Millis>,
+    pub used: Option<i64>,
+}
+
+/// One window's usage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowUsageBody {
+    pub window_start: Millis,
+    pub used: i64,
+}
+
+/// One audit record of a policy or a queue: who, when, and from what to what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditBody {
+    pub actor_human_id: Option<String>,
+    pub actor_endpoint_id: Option<String>,
+    pub at: Millis,
+    pub action: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+impl From<&AuditRecord> for AuditBody {
+    fn from(record: &AuditRecord) -> AuditBody {
+        AuditBody {
+            actor_human_id: record.actor_human_id.clone(),
+            actor_endpoint_id: record.actor_endpoint_id.clone(),
+            at: Millis(record.at),
+            action: record.action.clone(),
+            before: record.before.clone(),
+            after: record.after.clone(),
+        }
+    }
+}
+
+/// `{policies}`: every policy the caller manages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policies {
+    pub policies: Vec<AdmissionBody>,
+}
+
+/// `{records}`: a policy's audit records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecords {
+    pub records: Vec<AuditBody>,
+}
+
+/// One queue of MCP's `admission_status`: its policy and status, or `admitted` with no policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueAdmissionEntry {
+    pub queue: String,
+    pub scope: String,
+    pub policy: Option<PolicyBody>,
+    #[serde(flatten)]
+    pub admission: EntryAdmission,
+}
+
+/// A queue's admission in `admission_status`: a policy's status and pending count, or the bare
+/// `admitted` of a queue without one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EntryAdmission {
+    Budgeted {
+        pending: i64,
+        #[serde(flatten)]
+        status: StatusBody,
+    },
+    Unbudgeted {
+        status: QueueStatus,
+    },
+}
+
+impl QueueAdmissionEntry {
+    pub fn of(identity: &QueueIdentity, admission: Option<&QueueAdmission>) -> QueueAdmissionEntry {
+        QueueAdmissionEntry {
+            queue: identity.queue.clone(),
+            scope: scope_string(identity),
+            policy: admission.and_then(|a| a.policy.as_ref()).map(PolicyBody::from),
+            admission: match admission {
+                Some(admission) => {
+                    EntryAdmission::Budgeted { pending: admission.pending, status: StatusBody::from(&admission.status) }
+                }
+                None => EntryAdmission::Unbudgeted { status: QueueStatus::Admitted },
+            },
+        }
+    }
+}
+
+/// `{queues}`: MCP's `admission_status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueAdmissions {
+    pub queues: Vec<QueueAdmissionEntry>,
+}
+
+/// An agent's policy write (`set_admission_policy`): the queue, the policy saved, its status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicySaved {
+    pub queue: String,
+    pub policy: Option<PolicyBody>,
+    pub status: StatusBody,
+}
+
+/// An agent's policy removal (`clear_admission_policy`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyCleared {
+    pub queue: String,
+    pub cleared: bool,
+}
+
+/// Pending todos removed from a queue by its owner (`discard_todo`, `clear_queue`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Removed {
+    pub queue: String,
+    pub removed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_instant_is_written_to_the_millisecond_in_utc_and_read_back() {
+        let at = DateTime::parse_from_rfc3339("2026-11-01T01:30:00.5-07:00").expect("instant").to_utc();
+        let written = serde_json::to_value(Millis(at)).expect("serialise");
+        assert_eq!(written, json!("2026-11-01T08:30:00.500Z"));
+        assert_eq!(serde_json::from_value::<Millis>(written).expect("deserialise"), Millis(at));
+    }
+
+    #[test]
+    fn a_hint_says_only_its_state_when_admitted_and_why_and_when_when_deferred() {
+        assert_eq!(
+            serde_json::to_value(HintBody::from(&AdmissionHint::ADMITTED)).expect("json"),
+            json!({"state": "admitted"})
+        );
+        let at = DateTime::parse_from_rfc3339("2026-11-02T09:30:00Z").expect("instant").to_utc();
+        let deferred = AdmissionHint {
+            state: AdmissionState::Deferred,
+            reason: Some(Reason::WindowExhausted),
+            next_eligible_at: Some(at),
+            exact: Some(true),
+        };
+        let written = serde_json::to_value(HintBody::from(&deferred)).expect("json");
+        assert_eq!(
+            written,
+            json!({"state": "deferred", "reason": "window_exhausted", "next_eligible_at": "2026-11-02T09:30:00.000Z", "exact": true})
+        );
+        assert_eq!(serde_json::from_value::<HintBody>(written).expect("read back"), HintBody::from(&deferred));
+    }
+
+    #[test]
+    fn the_empty_claim_answer_lists_deferred_queues_only_when_there_are_some() {
+        assert_eq!(serde_json::to_value(ClaimNextBody::empty(&[])).expect("json"), json!({"empty": true}));
+    }
+}
