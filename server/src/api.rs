@@ -8,7 +8,9 @@ use crate::vend::{self, VendRequest};
 use crate::wire::{
     ApiError, ApiResult, Args, batch_items, parse_body, parse_body_or_list, parse_limit, parse_max_attempts,
 };
-use crate::wire_types::{ClaimedBody, CreatedBody, Detail, OneTodo, Todos};
+use crate::wire_types::{
+    ClaimedBody, CreatedBody, Detail, EndpointBody, Endpoints, MintedToken, OneTodo, TeamBody, Teams, Todos, VendedBody,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -16,36 +18,11 @@ use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
 use models::error::{Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
-use models::scope::{Actor, Endpoint, HumanScope, Reach};
+use models::scope::{Actor, HumanScope, Reach};
 use models::store::{Store, TodoQuery, TodoSet};
 use models::todo::{CreatedByKind, NewTodo, TodoState, lease_seconds};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-
-/// How an endpoint's granted queues are written back: own queues by name, team queues in full.
-pub fn grant_strings(endpoint: &Endpoint) -> Vec<String> {
-    endpoint
-        .queues
-        .iter()
-        .map(|q| match &q.owner {
-            Owner::Endpoint(_) => q.queue.clone(),
-            Owner::Team(team) => format!("team:{team}/{}", q.queue),
-        })
-        .collect()
-}
-
-fn endpoint_json(endpoint: &Endpoint) -> Value {
-    json!({
-        "id": endpoint.id,
-        "slug": endpoint.slug,
-        "name": endpoint.name,
-        "owner_human_id": endpoint.owner_human_id,
-        "owner_team_id": endpoint.owner_team_id,
-        "queues": grant_strings(endpoint),
-        "verbs": endpoint.verbs,
-        "revoked": endpoint.revoked,
-    })
-}
 
 /// `POST /api/v1/endpoints`: vends an endpoint and returns its bearer once.
 pub async fn vend<S: Store>(
@@ -65,19 +42,14 @@ pub async fn vend<S: Store>(
     };
     let (endpoint, token) = vend::vend(&state.store, &human, &request).await?;
     let mcp_url = state.public_url.absolute(&headers, &format!("/mcp/{}", endpoint.slug));
-    let mut body = endpoint_json(&endpoint);
-    if let Some(map) = body.as_object_mut() {
-        map.insert("token".into(), Value::String(token));
-        map.insert("mcp_url".into(), Value::String(mcp_url));
-    }
+    let body = VendedBody { endpoint: EndpointBody::from(&endpoint), token, mcp_url };
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
 /// `GET /api/v1/endpoints`: the endpoints in the caller's reach.
 pub async fn list_endpoints<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let endpoints = state.store.list_endpoints(&human).await?;
-    let endpoints: Vec<Value> = endpoints.iter().map(endpoint_json).collect();
-    Ok(axum::Json(json!({ "endpoints": endpoints })).into_response())
+    Ok(axum::Json(Endpoints { endpoints: endpoints.iter().map(EndpointBody::from).collect() }).into_response())
 }
 
 /// `POST /api/v1/todos`: one todo (an object: 201 with the new todo, or 200 with `deduped:
@@ -231,8 +203,8 @@ pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, Human(human)
     let label = args.opt_str("label")?;
     let expires_in_seconds = args.opt_i64("expires_in_seconds")?;
     let token = mint_operator_token(&state.store, &human.human.id, label, expires_in_seconds).await?;
-    Ok((StatusCode::CREATED, axum::Json(json!({ "token": token, "label": label, "human_id": human.human.id })))
-        .into_response())
+    let body = MintedToken { token, label: label.map(str::to_string), human_id: human.human.id };
+    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
 /// Mints another `sbh_` operator token for `human_id` and returns it (shown once; only its
@@ -263,11 +235,8 @@ pub(crate) async fn mint_operator_token<S: Store>(
 /// `GET /api/v1/teams`: the caller's teams and their role in each.
 pub async fn list_teams<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let teams = state.store.list_teams(&human).await?;
-    let teams: Vec<Value> = teams
-        .iter()
-        .map(|(team, role)| json!({ "id": team.id, "slug": team.slug, "name": team.name, "role": role.as_str() }))
-        .collect();
-    Ok(axum::Json(json!({ "teams": teams })).into_response())
+    let teams = teams.iter().map(|(team, role)| TeamBody::of(team, *role)).collect();
+    Ok(axum::Json(Teams { teams }).into_response())
 }
 
 /// `GET /api/v1/todos/{id}`: one todo in the caller's reach, with payload, result and, when

@@ -7,30 +7,19 @@
 use crate::auth::ENDPOINT_TOKEN_PREFIX;
 use crate::extract::{Human, ManagedEndpoint};
 use crate::state::AppState;
-use crate::wire::{ApiResult, rfc3339};
+use crate::wire::ApiResult;
+use crate::wire_types::{RotatedToken, TokenBody, Tokens};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use engine::pg_store::{hash_token, new_token};
 use models::error::Result;
 use models::store::Store;
-use serde_json::{Value, json};
 
 /// `GET /api/v1/tokens`: the caller's unrevoked operator tokens, never the secret or its digest.
 pub async fn list_tokens<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let tokens = state.store.list_tokens(&human.human.id).await?;
-    let tokens: Vec<Value> = tokens
-        .iter()
-        .map(|t| {
-            json!({
-                "id": t.id,
-                "label": t.label,
-                "created_at": rfc3339(t.created_at),
-                "expires_at": t.expires_at.map(rfc3339),
-            })
-        })
-        .collect();
-    Ok(axum::Json(json!({ "tokens": tokens })).into_response())
+    Ok(axum::Json(Tokens { tokens: tokens.iter().map(TokenBody::from).collect() }).into_response())
 }
 
 /// `DELETE /api/v1/tokens/{id}`: revokes one of the caller's own tokens (it is 401 from now on).
@@ -77,5 +66,5 @@ pub async fn rotate_endpoint<S: Store>(
     ManagedEndpoint { id }: ManagedEndpoint,
 ) -> ApiResult {
     let token = rotate(&state, &id).await?;
-    Ok(axum::Json(json!({ "token": token })).into_response())
+    Ok(axum::Json(RotatedToken { token }).into_response())
 }

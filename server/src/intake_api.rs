@@ -10,16 +10,14 @@ use crate::admission_api::by;
 use crate::extract::{Human, ManagedQueue};
 use crate::state::AppState;
 use crate::wire::{ApiResult, Args, parse_body};
-use crate::wire_types::OneTodo;
+use crate::wire_types::{CapacityBody, ClearedBody, OneTodo, PurgedBody};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use models::capacity::Capacity;
 use models::error::{Code, Error};
 use models::identity::ScopeRef;
 use models::store::Store;
-use serde_json::{Value, json};
 
 /// `POST /api/v1/queues/{scope}/{queue}/clear` → `{removed: N}`.
 pub async fn clear<S: Store>(
@@ -28,7 +26,7 @@ pub async fn clear<S: Store>(
 ) -> ApiResult {
     let removed = state.store.clear_queue(&identity, &by(&human)).await?;
     tracing::info!(queue = %identity, removed, human = %human.human.id, "queue cleared");
-    Ok(axum::Json(json!({ "removed": removed })).into_response())
+    Ok(axum::Json(ClearedBody { removed }).into_response())
 }
 
 /// `DELETE /api/v1/queues/{scope}/{queue}/todos/{id}` → 204, or 409 `not_pending` with `state`.
@@ -41,16 +39,9 @@ pub async fn remove<S: Store>(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-fn capacity_json(capacity: &Capacity) -> Value {
-    json!({
-        "setting": { "max_pending_per_queue": capacity.setting },
-        "effective": { "max_pending_per_queue": capacity.effective, "source": capacity.source, "locked": capacity.locked },
-    })
-}
-
 /// `GET /api/v1/system/queue-capacity`: any signed-in human.
 pub async fn show_capacity<S: Store>(State(state): State<AppState<S>>, _: Human) -> ApiResult {
-    Ok(axum::Json(capacity_json(&state.store.queue_capacity().await?)).into_response())
+    Ok(axum::Json(CapacityBody::from(&state.store.queue_capacity().await?)).into_response())
 }
 
 /// `PATCH /api/v1/system/queue-capacity {max_pending_per_queue}`: instance admins only.
@@ -65,7 +56,7 @@ pub async fn set_capacity<S: Store>(State(state): State<AppState<S>>, Human(huma
         .opt_i64("max_pending_per_queue")?
         .ok_or_else(|| Error::invalid("max_pending_per_queue", "max_pending_per_queue is required"))?;
     let capacity = state.store.set_queue_capacity(max, &human.human.id).await?;
-    Ok(axum::Json(capacity_json(&capacity)).into_response())
+    Ok(axum::Json(CapacityBody::from(&capacity)).into_response())
 }
 
 /// `PATCH /api/v1/todos/{id} {title?, payload?}`: only the human who created a pending todo.
@@ -94,7 +85,7 @@ pub async fn purge<S: Store>(
     ManagedQueue { human, identity }: ManagedQueue,
 ) -> ApiResult {
     let purged = state.store.purge_queue(&identity, &by(&human)).await?;
-    Ok(axum::Json(json!({ "purged": purged })).into_response())
+    Ok(axum::Json(PurgedBody { purged }).into_response())
 }
 
 /// `DELETE /api/v1/endpoints/{ref}`: the endpoint and every todo of its queues (purge).

@@ -11,7 +11,8 @@
 
 use crate::extract::Human;
 use crate::state::AppState;
-use crate::wire::{ApiError, ApiResult, Args, parse_body, scope_string};
+use crate::wire::{ApiError, ApiResult, Args, parse_body};
+use crate::wire_types::{IngestedBody, Millis, SecretRotated, TargetBody, WebhookBody, WebhookCreated, Webhooks};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -27,7 +28,7 @@ use models::todo::{
     CreatedByKind, IDEMPOTENCY_KEY_BYTES_MAX, INGEST_KEY_PREFIX, MAX_ATTEMPTS_DEFAULT, NewTodo, TITLE_LENGTH_MAX,
 };
 use rand::RngCore;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// How far a delivery's `webhook-timestamp` may be from now (the Standard Webhooks tolerance).
 const TIMESTAMP_TOLERANCE_SECONDS: u64 = 5 * 60;
@@ -49,17 +50,7 @@ fn new_secret() -> String {
 /// secret.
 pub async fn list<S: Store>(State(state): State<AppState<S>>, Human(human): Human) -> ApiResult {
     let webhooks = state.store.list_webhooks(&human.human.id).await?;
-    let webhooks: Vec<Value> = webhooks
-        .iter()
-        .map(|w| {
-            json!({
-                "id": w.id,
-                "name": w.name,
-                "targets": w.targets.iter().map(|t| json!({ "scope": scope_string(t), "queue": t.queue })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    Ok(axum::Json(json!({ "webhooks": webhooks })).into_response())
+    Ok(axum::Json(Webhooks { webhooks: webhooks.iter().map(WebhookBody::from).collect() }).into_response())
 }
 
 /// `DELETE /api/v1/webhooks/{id}`: deletes one of the caller's webhooks; its ingest URL is 404
@@ -83,8 +74,7 @@ pub async fn rotate<S: Store>(
     Path(id): Path<String>,
 ) -> ApiResult {
     let (secret, expires_at) = rotate_secret(&state.store, &human, &id).await?;
-    let expires_at = expires_at.map(crate::wire::rfc3339);
-    Ok(axum::Json(json!({ "secret": secret, "previous_secret_expires_at": expires_at })).into_response())
+    Ok(axum::Json(SecretRotated { secret, previous_secret_expires_at: expires_at.map(Millis) }).into_response())
 }
 
 /// Replaces the signing secret of `human`'s webhook `id`: the new secret (shown once) and when
@@ -141,13 +131,13 @@ pub async fn create<S: Store>(
     let ingest_url = state.public_url.absolute(&headers, &format!("/ingest/{}", webhook.id));
     Ok((
         StatusCode::CREATED,
-        axum::Json(json!({
-            "id": webhook.id,
-            "name": webhook.name,
-            "ingest_url": ingest_url,
-            "secret": webhook.secret,
-            "targets": webhook.targets.iter().map(|t| json!({ "scope": scope_string(t), "queue": t.queue })).collect::<Vec<_>>(),
-        })),
+        axum::Json(WebhookCreated {
+            targets: webhook.targets.iter().map(TargetBody::from).collect(),
+            id: webhook.id,
+            name: webhook.name,
+            ingest_url,
+            secret: webhook.secret,
+        }),
     )
         .into_response())
 }
@@ -286,8 +276,7 @@ pub async fn ingest<S: Store>(
     if !ingested.deduped {
         state.push.work_added();
     }
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "todos": ingested.todo_ids, "deduped": ingested.deduped })))
-        .into_response())
+    Ok((StatusCode::ACCEPTED, axum::Json(IngestedBody::from(&ingested))).into_response())
 }
 
 /// How a delivery id is stored: as sent when it fits the dedup table and the todo key, otherwise

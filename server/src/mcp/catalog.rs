@@ -7,6 +7,7 @@
 use models::limits::CLAIMS_PER_CALL_MAX;
 use models::scope::AgentScope;
 use models::verbs::Verb;
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::sync::LazyLock;
 
@@ -178,13 +179,20 @@ pub(super) fn granted(agent: &AgentScope, tool: Tool) -> bool {
     }
 }
 
+/// One tool as `tools/list` shows it.
+#[derive(Serialize)]
+pub(super) struct ToolListing<'a> {
+    name: &'static str,
+    description: &'static str,
+    #[serde(rename = "inputSchema")]
+    input_schema: &'a Value,
+}
+
 /// Only the tools this endpoint may call are listed.
-pub(super) fn tools_for(agent: &AgentScope) -> Vec<Value> {
+pub(super) fn tools_for(agent: &AgentScope) -> Vec<ToolListing<'static>> {
     tool_catalog()
         .iter()
         .filter(|(tool, _, _)| granted(agent, *tool))
-        .map(|(tool, description, schema)| {
-            json!({ "name": tool.as_str(), "description": description, "inputSchema": schema })
-        })
+        .map(|(tool, description, schema)| ToolListing { name: tool.as_str(), description, input_schema: schema })
         .collect()
 }

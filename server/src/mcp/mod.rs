@@ -21,9 +21,8 @@ use catalog::{Tool, tools_for};
 use models::error::{Error, Result};
 use models::store::Store;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tools::{after_tool, call_tool};
+use tools::{Answer, after_tool, call_tool};
 
 /// The protocol revision this server speaks when the client asks for one it does not know.
 const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -70,14 +69,14 @@ pub async fn handle<S: Store>(
                 Ok(session) => session,
                 Err(error) => return ApiError(error).into_response(),
             };
-            let mut response = rpc_result(id, initialize(&params));
+            let mut response = rpc_result(&id, initialize(&params));
             if let Ok(value) = session.parse() {
                 response.headers_mut().insert(crate::push::stream::SESSION_HEADER, value);
             }
             response
         }
-        "ping" => rpc_result(id, json!({})),
-        "tools/list" => rpc_result(id, json!({ "tools": tools_for(&agent) })),
+        "ping" => rpc_result(&id, Empty {}),
+        "tools/list" => rpc_result(&id, ToolList { tools: tools_for(&agent) }),
         "tools/call" => {
             let mut params = params;
             let arguments = params.get_mut("arguments").map(Value::take).unwrap_or(json!({}));
@@ -103,24 +102,83 @@ pub async fn handle<S: Store>(
     }
 }
 
-fn initialize(params: &Value) -> Value {
+fn initialize(params: &Value) -> Initialized {
     let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION);
-    let version = if SUPPORTED_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
-    json!({
-        "protocolVersion": version,
-        "capabilities": { "tools": { "listChanged": false } },
-        "serverInfo": { "name": "switchboard", "version": env!("CARGO_PKG_VERSION") },
-        "instructions": "Drain this endpoint's queues: claim_next, then complete or fail the todo before its lease lapses.",
-    })
+    let version = SUPPORTED_VERSIONS.iter().find(|v| **v == asked).copied().unwrap_or(PROTOCOL_VERSION);
+    Initialized {
+        protocol_version: version,
+        capabilities: Capabilities { tools: ToolsCapability { list_changed: false } },
+        server_info: ServerInfo { name: "switchboard", version: env!("CARGO_PKG_VERSION") },
+        instructions: "Drain this endpoint's queues: claim_next, then complete or fail the todo before its lease lapses.",
+    }
 }
 
-fn rpc_result(id: Value, result: Value) -> Response {
-    axum::Json(json!({ "jsonrpc": "2.0", "id": id, "result": result })).into_response()
+/// `initialize`'s result: the protocol version both speak, what this server offers, who it is.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Initialized {
+    protocol_version: &'static str,
+    capabilities: Capabilities,
+    server_info: ServerInfo,
+    instructions: &'static str,
+}
+
+#[derive(Serialize)]
+struct Capabilities {
+    tools: ToolsCapability,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolsCapability {
+    list_changed: bool,
+}
+
+#[derive(Serialize)]
+struct ServerInfo {
+    name: &'static str,
+    version: &'static str,
+}
+
+/// `ping`'s result: `{}`.
+#[derive(Serialize)]
+struct Empty {}
+
+/// `tools/list`'s result.
+#[derive(Serialize)]
+struct ToolList<'a> {
+    tools: Vec<catalog::ToolListing<'a>>,
+}
+
+/// `{"jsonrpc": "2.0", id, result}`.
+#[derive(Serialize)]
+struct RpcResult<'a, T> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: T,
+}
+
+/// `{"jsonrpc": "2.0", id, error: {code, message}}`.
+#[derive(Serialize)]
+struct RpcError<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    error: RpcErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct RpcErrorBody<'a> {
+    code: i64,
+    message: &'a str,
+}
+
+fn rpc_result(id: &Value, result: impl Serialize) -> Response {
+    axum::Json(RpcResult { jsonrpc: "2.0", id, result }).into_response()
 }
 
 fn rpc_error(id: Value, code: i64, message: &str, status: StatusCode) -> Response {
-    (status, axum::Json(json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })))
-        .into_response()
+    let error = RpcError { jsonrpc: "2.0", id: &id, error: RpcErrorBody { code, message } };
+    (status, axum::Json(error)).into_response()
 }
 
 /// A tool's answer: structured content plus the same as text; errors as `isError` results
@@ -128,39 +186,25 @@ fn rpc_error(id: Value, code: i64, message: &str, status: StatusCode) -> Respons
 ///
 /// A success serialises its structured content once: the text is that serialisation, and the
 /// structured content is written from it verbatim rather than serialised a second time.
-fn tool_response(id: &Value, outcome: Result<Value>) -> Response {
-    let structured = match outcome {
-        Ok(structured) => structured,
-        Err(error) => return rpc_result(id.clone(), tool_error(&error)),
+fn tool_response(id: &Value, outcome: Result<Answer>) -> Response {
+    let raw = match outcome {
+        Ok(raw) => raw,
+        Err(error) => return tool_error(id, &error),
     };
-    // A `Value` always serialises (its keys are strings, its numbers finite) into a `String`,
-    // which cannot fail to take the bytes: there is no error to answer here.
-    let raw = serde_json::value::to_raw_value(&structured).expect("a JSON value serialises");
-    let answer = ToolAnswer {
-        jsonrpc: "2.0",
-        id,
-        result: ToolResult {
-            content: [TextContent { kind: "text", text: raw.get() }],
-            structured: &raw,
-            is_error: false,
-        },
+    let result = ToolResult {
+        content: [TextContent { kind: "text", text: raw.get() }],
+        structured: raw.as_ref(),
+        is_error: false,
     };
-    axum::Json(answer).into_response()
+    rpc_result(id, result)
 }
 
-/// `{"jsonrpc", "id", "result"}` of a successful `tools/call`, borrowing the serialised answer.
+/// A `tools/call` result: the text, the same as structured content, and whether it is a refusal.
 #[derive(Serialize)]
-struct ToolAnswer<'a> {
-    jsonrpc: &'static str,
-    id: &'a Value,
-    result: ToolResult<'a>,
-}
-
-#[derive(Serialize)]
-struct ToolResult<'a> {
+struct ToolResult<'a, S: ?Sized> {
     content: [TextContent<'a>; 1],
     #[serde(rename = "structuredContent")]
-    structured: &'a RawValue,
+    structured: &'a S,
     #[serde(rename = "isError")]
     is_error: bool,
 }
@@ -173,16 +217,15 @@ struct TextContent<'a> {
 }
 
 /// A refused tool call's result: the error envelope, `error` renamed `message`.
-fn tool_error(error: &Error) -> Value {
+fn tool_error(id: &Value, error: &Error) -> Response {
     let mut structured = error.envelope();
     if let Some(map) = structured.as_object_mut()
         && let Some(message) = map.remove("error")
     {
         map.insert("message".into(), message);
     }
-    json!({
-        "content": [{ "type": "text", "text": error.to_string() }],
-        "structuredContent": structured,
-        "isError": true,
-    })
+    let text = error.to_string();
+    let result =
+        ToolResult { content: [TextContent { kind: "text", text: &text }], structured: &structured, is_error: true };
+    rpc_result(id, result)
 }

@@ -5,12 +5,12 @@
 //! The grant is checked once, in `call_tool`, before any group runs; a group never widens it.
 
 use super::catalog::{Tool, granted};
-use crate::push::api::{presence_json, set_presence_from};
+use crate::push::api::set_presence_from;
 use crate::state::AppState;
 use crate::wire::{Args, batch_items, parse_limit, parse_max_attempts, todos_with_admission};
 use crate::wire_types::{
-    ClaimNextBody, ClaimedBody, CreatedBody, Detail, PolicyBody, PolicyCleared, PolicySaved, QueueAdmissionEntry,
-    QueueAdmissions, Removed, StatusBody, TodoBody, Todos,
+    ClaimNextBody, ClaimedBody, CreatedBody, Detail, PolicyBody, PolicyCleared, PolicySaved, PresenceBody,
+    QueueAdmissionEntry, QueueAdmissions, Removed, StatusBody, TodoBody, Todos,
 };
 use models::admission::Policy;
 use models::error::{Error, Result};
@@ -21,6 +21,7 @@ use models::store::{ClaimNext, OverrideBy, PolicyActor, Store, TodoQuery, TodoSe
 use models::todo::{CreatedByKind, NewTodo, TodoState, claims_max, lease_seconds, validate_ids};
 use models::verbs::Verb;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// A granted tool's answer. Unknown names are `invalid_argument`, ungranted ones `forbidden`.
@@ -29,7 +30,7 @@ pub(super) async fn call_tool<S: Store>(
     agent: &AgentScope,
     tool: Tool,
     args: &Args<'_>,
-) -> Result<Value> {
+) -> Result<Answer> {
     if !granted(agent, tool) {
         return Err(Error::forbidden(format!("{} is not in this endpoint's grant", tool.as_str())));
     }
@@ -67,7 +68,7 @@ async fn claim_next_tool<S: Store>(
     agent: &AgentScope,
     actor: &Actor,
     args: &Args<'_>,
-) -> Result<Value> {
+) -> Result<Answer> {
     args.only(&["queue", "lease_ttl_seconds", "max"])?;
     let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
     let max = claims_max(args.opt_i64("max")?)?;
@@ -83,12 +84,17 @@ async fn claim_next_tool<S: Store>(
     })
 }
 
+/// A tool's answer, serialised once: MCP carries it both as the structured content and as the
+/// text of the result, so it goes from the typed body to JSON text without a `Value` between.
+pub(super) type Answer = Box<RawValue>;
+
 /// A tool's typed answer as the JSON object MCP carries.
-fn answer(body: impl Serialize) -> Result<Value> {
-    serde_json::to_value(body).map_err(|error| Error::internal(format!("an answer did not serialise: {error}")))
+fn answer(body: impl Serialize) -> Result<Answer> {
+    serde_json::value::to_raw_value(&body)
+        .map_err(|error| Error::internal(format!("an answer did not serialise: {error}")))
 }
 
-async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_>) -> Result<Value> {
+async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_>) -> Result<Answer> {
     args.only(&["id", "lease_ttl_seconds"])?;
     let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
     let id = args.str("id")?;
@@ -97,7 +103,7 @@ async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_
 }
 
 /// `heartbeat`, `complete`, `fail`, `release`: the claimer's work on a todo it holds.
-async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args: &Args<'_>) -> Result<Value> {
+async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args: &Args<'_>) -> Result<Answer> {
     let todo = match verb {
         Verb::Heartbeat => {
             args.only(&["id", "lease_ttl_seconds"])?;
@@ -126,7 +132,7 @@ async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args:
 
 /// `complete {ids, result?, summary?}` (issue #31 item 2): every listed todo the caller holds,
 /// done in one transaction with the same result, or none (the refusal names the `id`).
-async fn complete_many_tool<S: Store>(store: &S, actor: &Actor, args: &Args<'_>) -> Result<Value> {
+async fn complete_many_tool<S: Store>(store: &S, actor: &Actor, args: &Args<'_>) -> Result<Answer> {
     if args.opt_value("id").is_some() {
         return Err(Error::invalid("ids", "give id or ids, not both"));
     }
@@ -139,7 +145,7 @@ async fn complete_many_tool<S: Store>(store: &S, actor: &Actor, args: &Args<'_>)
 }
 
 /// `list_todos {queue?, state?, limit?}`: newest first, within the grant.
-async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
     args.only(&["queue", "state", "limit"])?;
     let queues = agent.narrow(args.opt_str("queue")?)?;
     let state = args.opt_str("state")?.map(|s| TodoState::parse("state", s)).transpose()?;
@@ -149,14 +155,14 @@ async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_
 }
 
 /// `create_todo`: a new todo on a granted queue, created by this endpoint.
-async fn create_todo_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+async fn create_todo_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
     let created = store.create_todo(agent_todo(agent, args)?).await?;
     answer(CreatedBody::from(&created))
 }
 
 /// `create_todos`: `create_todo`'s arguments for each of `todos` (at most
 /// `TODOS_PER_BATCH_MAX`), created in one transaction and answered in order.
-async fn create_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+async fn create_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
     args.only(&["todos"])?;
     let Some(Value::Array(items)) = args.opt_value("todos") else {
         return Err(Error::invalid("todos", "todos must be a list of todos"));
@@ -193,7 +199,7 @@ fn acting(agent: &AgentScope) -> PolicyActor {
 /// SPEC-0030 REQ-10: `set_admission_policy` / `clear_admission_policy`, only with the verb
 /// granted (checked by `call_tool`), only on a queue this endpoint may manage (else not_found),
 /// audited with the endpoint and its human.
-async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Value> {
+async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Answer> {
     let known: &[&str] = if verb == Verb::SetAdmissionPolicy { &["queue", "policy"] } else { &["queue"] };
     args.only(known)?;
     // The same write limiter as the operator API, keyed per endpoint (Security Requirements).
@@ -214,7 +220,7 @@ async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Ve
 
 /// Owner cancellation for agents (intake-capacity.md): `discard_todo` / `clear_queue`, opt-in
 /// verbs only, on queues the endpoint manages (else not_found); claimed work is never touched.
-async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Value> {
+async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Answer> {
     let known: &[&str] = if verb == Verb::DiscardTodo { &["queue", "id"] } else { &["queue"] };
     args.only(known)?;
     let identity = agent.managed_queue(args.str("queue")?)?;
@@ -227,7 +233,7 @@ async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, verb: Verb, args: 
 }
 
 /// `admission_status {queue?}`: policy, usage and status of the granted queues (read-only, REQ-7).
-async fn admission_status_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Value> {
+async fn admission_status_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
     args.only(&["queue"])?;
     let queues = agent.narrow(args.opt_str("queue")?)?;
     let admissions = store.queue_admissions(&queues).await?;
@@ -244,7 +250,7 @@ async fn self_verb_tool<S: Store>(
     agent: &AgentScope,
     tool: Tool,
     args: &Args<'_>,
-) -> Result<Value> {
+) -> Result<Answer> {
     let store = &state.store;
     let view = match tool {
         Tool::ClockIn | Tool::ClockOut => {
@@ -265,11 +271,11 @@ async fn self_verb_tool<S: Store>(
             store.presence(&agent.endpoint_id).await?
         }
     };
-    Ok(presence_json(&view))
+    answer(PresenceBody::from(&view))
 }
 
 /// Nudges the push loops after a verb that changed what may be pushed.
-pub(super) fn after_tool<S: Store>(state: &AppState<S>, tool: Tool, outcome: &Result<Value>) {
+pub(super) fn after_tool<S: Store>(state: &AppState<S>, tool: Tool, outcome: &Result<Answer>) {
     if outcome.is_err() {
         return;
     }

@@ -8,7 +8,8 @@
 use crate::extract::ManagedEndpoint;
 use crate::hook_sender;
 use crate::state::AppState;
-use crate::wire::{ApiResult, Args, parse_body, rfc3339};
+use crate::wire::{ApiResult, Args, parse_body};
+use crate::wire_types::{HookAdded, HookBody, HookTestBody, Hooks, PresenceBody};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -18,30 +19,7 @@ use models::presence::{self, Presence, Shift};
 use models::push::NotifyHook;
 use models::store::{OverrideBy, PresenceView, Store};
 use reqwest::Url;
-use serde_json::{Value, json};
-
-/// `{presence, source, until, shift, pending}` (SPEC-0022's `presence` answer).
-pub fn presence_json(view: &PresenceView) -> Value {
-    json!({
-        "presence": view.effective.presence.as_str(),
-        "source": view.effective.source.as_str(),
-        "until": view.effective.until.map(rfc3339),
-        "shift": view.shift.as_ref().map(Shift::to_string),
-        "pending": view.pending,
-    })
-}
-
-pub fn hook_json(hook: &NotifyHook) -> Value {
-    json!({
-        "id": hook.id,
-        "url": hook.url,
-        "ignore_presence": hook.ignore_presence,
-        "enabled": hook.enabled,
-        "consecutive_failures": hook.consecutive_failures,
-        "disabled_reason": hook.disabled_reason,
-        "created_at": rfc3339(hook.created_at),
-    })
-}
+use serde_json::json;
 
 /// Sets presence as `{presence: "in"|"out", for_seconds?}` asks: in for a while (clock-in rules),
 /// or out until the shift's next boundary.
@@ -65,7 +43,7 @@ pub async fn show_presence<S: Store>(
     State(state): State<AppState<S>>,
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
-    Ok(axum::Json(presence_json(&presence_of(&state.store, &endpoint).await?)).into_response())
+    Ok(axum::Json(PresenceBody::from(&presence_of(&state.store, &endpoint).await?)).into_response())
 }
 
 pub async fn put_presence<S: Store>(
@@ -78,7 +56,7 @@ pub async fn put_presence<S: Store>(
     args.only(&["presence", "for_seconds"])?;
     let presence: Presence = args.str("presence")?.parse()?;
     let view = set_operator_presence(&state, &endpoint, presence, args.opt_i64("for_seconds")?).await?;
-    Ok(axum::Json(presence_json(&view)).into_response())
+    Ok(axum::Json(PresenceBody::from(&view)).into_response())
 }
 
 pub async fn clear_presence<S: Store>(
@@ -86,7 +64,7 @@ pub async fn clear_presence<S: Store>(
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
     let view = clear_operator_presence(&state, &endpoint).await?;
-    Ok(axum::Json(presence_json(&view)).into_response())
+    Ok(axum::Json(PresenceBody::from(&view)).into_response())
 }
 
 pub async fn put_shift<S: Store>(
@@ -98,7 +76,7 @@ pub async fn put_shift<S: Store>(
     let args = Args::object(&body, "body")?;
     args.only(&["shift"])?;
     let view = set_shift(&state, &endpoint, args.opt_str("shift")?).await?;
-    Ok(axum::Json(presence_json(&view)).into_response())
+    Ok(axum::Json(PresenceBody::from(&view)).into_response())
 }
 
 pub async fn list_hooks<S: Store>(
@@ -106,7 +84,7 @@ pub async fn list_hooks<S: Store>(
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
 ) -> ApiResult {
     let hooks = hooks_of(&state.store, &endpoint).await?;
-    Ok(axum::Json(json!({ "hooks": hooks.iter().map(hook_json).collect::<Vec<_>>() })).into_response())
+    Ok(axum::Json(Hooks { hooks: hooks.iter().map(HookBody::from).collect() }).into_response())
 }
 
 /// `POST …/hooks {url, ignore_presence?}` → 201 `{hook, secret}`: the signing secret is shown
@@ -122,7 +100,7 @@ pub async fn add_hook<S: Store>(
     let url = checked_hook_url(&state, args.str("url")?).await?;
     let (hook, secret) =
         add_checked_hook(&state.store, &endpoint, &url, args.opt_bool("ignore_presence")?.unwrap_or(false)).await?;
-    Ok((StatusCode::CREATED, axum::Json(json!({ "hook": hook_json(&hook), "secret": secret }))).into_response())
+    Ok((StatusCode::CREATED, axum::Json(HookAdded { hook: HookBody::from(&hook), secret })).into_response())
 }
 
 pub async fn remove_hook<S: Store>(
@@ -143,9 +121,9 @@ pub async fn test_hook<S: Store>(
 ) -> ApiResult {
     let (_, outcome) = test_call(&state, &endpoint, &hook_id).await?;
     let answer = match outcome {
-        hook_sender::Outcome::Delivered { status } => json!({ "outcome": "delivered", "status": status }),
-        hook_sender::Outcome::Failed { reason } => json!({ "outcome": "failed", "reason": reason }),
-        hook_sender::Outcome::Refused { reason } => json!({ "outcome": "refused", "reason": reason }),
+        hook_sender::Outcome::Delivered { status } => HookTestBody::Delivered { status },
+        hook_sender::Outcome::Failed { reason } => HookTestBody::Failed { reason },
+        hook_sender::Outcome::Refused { reason } => HookTestBody::Refused { reason },
     };
     Ok(axum::Json(answer).into_response())
 }
