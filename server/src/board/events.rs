@@ -19,7 +19,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream;
-use serde_json::json;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::time::Duration;
@@ -113,14 +112,25 @@ impl Tick {
             if previous.is_some_and(|version| *version == header.version) {
                 continue;
             }
-            let data = json!({
-                "key": header.queue.key,
-                "version": header.version,
-                "html": header.fragment_html,
-                "row_html": header.row_html,
-            });
-            self.outbox.push_back(Event::default().event("header").data(data.to_string()));
+            let data = HeaderEvent {
+                key: &header.queue.key,
+                version: &header.version,
+                html: &header.fragment_html,
+                row_html: &header.row_html,
+            };
+            let Ok(data) = serde_json::to_string(&data) else { continue };
+            self.outbox.push_back(Event::default().event("header").data(data));
             self.sent.insert(header.queue.key.clone(), header.version.clone());
         }
     }
+}
+
+/// A `header` event's data: a queue's header fragment and table row as rendered now, and the
+/// version the page compares with what it holds.
+#[derive(serde::Serialize)]
+struct HeaderEvent<'a> {
+    key: &'a str,
+    version: &'a str,
+    html: &'a str,
+    row_html: &'a str,
 }
