@@ -105,6 +105,22 @@ impl Api {
     }
 
     /// Sends one request and parses a JSON answer.
+    /// `send`, the answer read as the wire type `T` (`crate::wire_types`) beside its text.
+    pub async fn send_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+    ) -> Result<(String, T), Failure> {
+        let text = self.send(method.clone(), url.clone(), body).await?;
+        let value = serde_json::from_str(&text).map_err(|e| {
+            Failure::Trouble(format!(
+                "{method} {url}: the answer is not what this CLI reads ({e}); is this switchboard?"
+            ))
+        })?;
+        Ok((text, value))
+    }
+
     pub async fn send_json(&self, method: Method, url: Url, body: Option<&Value>) -> Result<(String, Value), Failure> {
         let text = self.send(method.clone(), url.clone(), body).await?;
         let value = serde_json::from_str(&text).map_err(|e| {

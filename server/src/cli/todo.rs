@@ -3,9 +3,10 @@
 //! `deferred · budget · eligible <time>`, so an operator sees why work waits.
 
 use super::client::{Api, Failure};
-use super::render::{Table, Viewer, clip, emit, instant, one_line, text};
+use super::render::{Table, Viewer, clip, emit, one_line};
+use crate::wire_types::{HintBody, Millis, OneTodo, TodoBody, Todos};
+use models::admission::Reason;
 use reqwest::Method;
-use serde_json::Value;
 
 /// Longest title the list prints; `todo show` prints it whole.
 const TITLE_CHARS_MAX: usize = 40;
@@ -29,39 +30,39 @@ pub async fn list(api: &Api, filter: ListFilter, json: bool) -> Result<(), Failu
     .into_iter()
     .filter_map(|(key, value)| value.map(|value| (key, value)))
     .collect();
-    let (raw, listed) = api.send_json(Method::GET, api.url(&["todos"], &query), None).await?;
+    let (raw, listed): (String, Todos<TodoBody>) =
+        api.send_typed(Method::GET, api.url(&["todos"], &query), None).await?;
     if json {
         emit(&raw);
         return Ok(());
     }
-    let todos = listed.get("todos").and_then(Value::as_array).cloned().unwrap_or_default();
-    emit(&list_text(&todos, Viewer::from_env()));
+    emit(&list_text(&listed.todos, Viewer::from_env()));
     Ok(())
 }
 
 pub async fn show(api: &Api, id: &str, json: bool) -> Result<(), Failure> {
-    let (raw, answer) = api.send_json(Method::GET, api.url(&["todos", id], &[]), None).await?;
+    let (raw, answer): (String, OneTodo) = api.send_typed(Method::GET, api.url(&["todos", id], &[]), None).await?;
     if json {
         emit(&raw);
     } else {
-        emit(&show_text(answer.get("todo").unwrap_or(&Value::Null), Viewer::from_env()));
+        emit(&show_text(&answer.todo, Viewer::from_env()));
     }
     Ok(())
 }
 
-fn list_text(todos: &[Value], viewer: Viewer) -> String {
+fn list_text(todos: &[TodoBody], viewer: Viewer) -> String {
     if todos.is_empty() {
         return "no todos".into();
     }
     let mut table = Table::new(&["ID", "QUEUE", "STATE", "ATTEMPT", "TITLE", "ADMISSION"]);
     for todo in todos {
         table.row(vec![
-            text(todo.get("id")),
-            format!("{}/{}", text(todo.get("scope")), text(todo.get("queue"))),
-            text(todo.get("state")),
-            format!("{}/{}", text(todo.get("attempt")), text(todo.get("max_attempts"))),
-            clip(&text(todo.get("title")), TITLE_CHARS_MAX),
-            todo.get("admission").map_or(String::new(), |admission| chip(admission, viewer)),
+            todo.id.clone(),
+            format!("{}/{}", todo.scope, todo.queue),
+            todo.state.as_str().into(),
+            format!("{}/{}", todo.attempt, todo.max_attempts),
+            clip(&todo.title, TITLE_CHARS_MAX),
+            todo.admission.as_ref().map_or(String::new(), |admission| chip(admission, viewer)),
         ]);
     }
     table.render()
@@ -69,57 +70,57 @@ fn list_text(todos: &[Value], viewer: Viewer) -> String {
 
 /// The board's chip for a pending todo: `admitted`, or `deferred · <reason> · eligible <when>`.
 /// An inexact time (an in-flight slot freeing up) is marked `~`; paused work has no time at all.
-fn chip(admission: &Value, viewer: Viewer) -> String {
-    let state = text(admission.get("state"));
-    let Some(reason) = admission.get("reason").and_then(Value::as_str) else { return state };
-    let reason = match reason {
-        "window_exhausted" => "budget",
-        "in_flight_full" => "in flight full",
-        "paused" => "paused",
-        "admission_unavailable" => "unavailable",
-        other => other,
+fn chip(admission: &HintBody, viewer: Viewer) -> String {
+    let state = admission.state.as_str();
+    let Some(deferred) = &admission.deferred else { return state.into() };
+    let reason = match deferred.reason {
+        Reason::WindowExhausted => "budget",
+        Reason::InFlightFull => "in flight full",
+        Reason::Paused => "paused",
+        Reason::AdmissionUnavailable => "unavailable",
     };
-    match instant(admission.get("next_eligible_at")) {
-        Some(when) => {
-            let approximately = if admission.get("exact").and_then(Value::as_bool) == Some(false) { "~" } else { "" };
+    match deferred.next_eligible_at {
+        Some(Millis(when)) => {
+            let approximately = if deferred.exact == Some(false) { "~" } else { "" };
             format!("{state} · {reason} · eligible {approximately}{}", viewer.format(when))
         }
         None => format!("{state} · {reason}"),
     }
 }
 
-fn show_text(todo: &Value, viewer: Viewer) -> String {
-    let when = |name: &str| instant(todo.get(name)).map(|t| viewer.format(t));
+fn show_text(todo: &TodoBody, viewer: Viewer) -> String {
+    let when = |instant: Option<Millis>| instant.map(|Millis(t)| viewer.format(t));
     let mut lines: Vec<(&str, String)> = vec![
-        ("id", text(todo.get("id"))),
-        ("queue", format!("{}/{}", text(todo.get("scope")), text(todo.get("queue")))),
-        ("title", text(todo.get("title"))),
-        ("state", text(todo.get("state"))),
-        ("attempt", format!("{} of {}", text(todo.get("attempt")), text(todo.get("max_attempts")))),
+        ("id", todo.id.clone()),
+        ("queue", format!("{}/{}", todo.scope, todo.queue)),
+        ("title", todo.title.clone()),
+        ("state", todo.state.as_str().into()),
+        ("attempt", format!("{} of {}", todo.attempt, todo.max_attempts)),
     ];
-    if let Some(admission) = todo.get("admission") {
+    if let Some(admission) = &todo.admission {
         lines.push(("admission", chip(admission, viewer)));
     }
+    let created_by = format!("{} {}", todo.created_by_kind.as_str(), todo.created_by_id.as_deref().unwrap_or("-"));
     let optional = [
-        ("owner", todo.get("owner").filter(|o| !o.is_null()).map(|o| text(Some(o)))),
-        ("created", when("created_at")),
-        ("claimed", when("claimed_at")),
-        ("lease expires", when("lease_expires_at")),
-        ("next retry", when("next_retry_at")),
-        ("completed", when("completed_at")),
-        ("created by", Some(format!("{} {}", text(todo.get("created_by_kind")), text(todo.get("created_by_id"))))),
-        ("idempotency", todo.get("idempotency_key").filter(|k| !k.is_null()).map(|k| text(Some(k)))),
+        ("owner", todo.owner.clone()),
+        ("created", when(Some(todo.created_at))),
+        ("claimed", when(todo.claimed_at)),
+        ("lease expires", when(todo.lease_expires_at)),
+        ("next retry", when(todo.next_retry_at)),
+        ("completed", when(todo.completed_at)),
+        ("created by", Some(created_by)),
+        ("idempotency", todo.idempotency_key.clone()),
     ];
     lines.extend(optional.into_iter().filter_map(|(label, value)| value.map(|value| (label, value))));
-    if todo.get("dead_letter").and_then(Value::as_bool) == Some(true) {
+    if todo.dead_letter {
         lines.push(("dead letter", "yes: out of attempts".into()));
     }
     let mut out = String::new();
     for (label, value) in lines {
         out.push_str(&format!("{label:<14} {}\n", one_line(&value)));
     }
-    for name in ["payload", "result"] {
-        if let Some(value) = todo.get(name).filter(|v| !v.is_null()) {
+    for (name, value) in [("payload", &todo.payload), ("result", &todo.result)] {
+        if let Some(value) = value.as_ref().filter(|v| !v.is_null()) {
             let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
             out.push_str(&format!("\n{name}:\n{pretty}\n"));
         }
@@ -134,24 +135,34 @@ mod tests {
 
     const BERLIN: Viewer = Viewer::Named(chrono_tz::Europe::Berlin);
 
+    fn hint(value: serde_json::Value) -> HintBody {
+        serde_json::from_value(value).expect("an admission hint")
+    }
+
     // SPEC-0030 REQ-11: each deferred pending todo carries a chip with the reason and the time.
     #[test]
     fn req11_deferred_todos_carry_a_chip_with_reason_and_eligibility() {
         let budget = json!({"state": "deferred", "reason": "window_exhausted",
                             "next_eligible_at": "2026-03-10T07:00:00.000Z", "exact": true});
-        assert_eq!(chip(&budget, BERLIN), "deferred · budget · eligible 2026-03-10 08:00 CET");
+        assert_eq!(chip(&hint(budget), BERLIN), "deferred · budget · eligible 2026-03-10 08:00 CET");
         let in_flight = json!({"state": "deferred", "reason": "in_flight_full",
                                "next_eligible_at": "2026-03-10T07:00:00.000Z", "exact": false});
-        assert_eq!(chip(&in_flight, BERLIN), "deferred · in flight full · eligible ~2026-03-10 08:00 CET");
-        assert_eq!(chip(&json!({"state": "deferred", "reason": "paused"}), BERLIN), "deferred · paused");
-        assert_eq!(chip(&json!({"state": "admitted"}), BERLIN), "admitted");
+        assert_eq!(chip(&hint(in_flight), BERLIN), "deferred · in flight full · eligible ~2026-03-10 08:00 CET");
+        let paused = json!({"state": "deferred", "reason": "paused", "next_eligible_at": null, "exact": null});
+        assert_eq!(chip(&hint(paused), BERLIN), "deferred · paused");
+        assert_eq!(chip(&hint(json!({"state": "admitted"})), BERLIN), "admitted");
     }
 
     #[test]
     fn the_list_shows_one_row_per_todo_with_its_chip() {
-        let todos = [json!({"id": "td_1", "scope": "endpoint:ep_1", "queue": "inbox", "state": "pending",
-                            "attempt": 0, "max_attempts": 3, "title": "look\nat it",
-                            "admission": {"state": "deferred", "reason": "paused"}})];
+        let todos = [serde_json::from_value(json!({"id": "td_1", "scope": "endpoint:ep_1", "queue": "inbox",
+            "title": "look\nat it", "state": "pending", "owner": null, "attempt": 0, "max_attempts": 3,
+            "lease_expires_at": null, "next_retry_at": null, "dead_letter": false, "idempotency_key": null,
+            "created_at": "2026-03-10T07:00:00.000Z", "updated_at": "2026-03-10T07:00:00.000Z",
+            "claimed_at": null, "completed_at": null, "created_by_kind": "human", "created_by_id": null,
+            "payload_size": 0,
+            "admission": {"state": "deferred", "reason": "paused", "next_eligible_at": null, "exact": null}}))
+        .expect("a listed todo")];
         let table = list_text(&todos, BERLIN);
         assert!(table.contains("td_1"), "{table}");
         assert!(table.contains("endpoint:ep_1/inbox"), "{table}");
