@@ -7,10 +7,10 @@
 
 use super::client::{Api, Failure};
 use super::parse_id;
-use super::render::{Table, emit, emit_done, text};
+use super::render::{Table, emit, emit_done};
+use crate::wire_types::{Millis, SecretRotated, WebhookBody, Webhooks};
 use clap::Subcommand;
 use reqwest::Method;
-use serde_json::Value;
 
 /// `switchboard webhook …`: webhooks you registered (with `POST /api/v1/webhooks`).
 #[derive(Subcommand)]
@@ -41,13 +41,14 @@ pub enum WebhookCommand {
 pub async fn run(api: &Api, command: WebhookCommand, json: bool) -> Result<(), Failure> {
     match command {
         WebhookCommand::List => {
-            let (raw, answer) = api.send_json(Method::GET, api.url(&["webhooks"], &[]), None).await?;
-            let webhooks = answer.get("webhooks").and_then(Value::as_array).cloned().unwrap_or_default();
-            emit(&if json { raw } else { webhooks_text(&webhooks) });
+            let (raw, answer): (String, Webhooks) =
+                api.send_typed(Method::GET, api.url(&["webhooks"], &[]), None).await?;
+            emit(&if json { raw } else { webhooks_text(&answer.webhooks) });
             Ok(())
         }
         WebhookCommand::Rotate { id } => {
-            let (raw, answer) = api.send_json(Method::POST, api.url(&["webhooks", &id, "rotate"], &[]), None).await?;
+            let (raw, answer): (String, SecretRotated) =
+                api.send_typed(Method::POST, api.url(&["webhooks", &id, "rotate"], &[]), None).await?;
             emit(&if json { raw } else { rotated_text(&id, &answer) });
             Ok(())
         }
@@ -60,32 +61,26 @@ pub async fn run(api: &Api, command: WebhookCommand, json: bool) -> Result<(), F
 }
 
 /// `[{id, name, targets: [{scope, queue}]}]` as a table; targets as `SCOPE/QUEUE`, comma separated.
-fn webhooks_text(webhooks: &[Value]) -> String {
+fn webhooks_text(webhooks: &[WebhookBody]) -> String {
     if webhooks.is_empty() {
         return "no webhooks".into();
     }
     let mut table = Table::new(&["ID", "NAME", "TARGETS"]);
     for webhook in webhooks {
-        let targets: Vec<String> = webhook
-            .get("targets")
-            .and_then(Value::as_array)
-            .map(|targets| {
-                targets.iter().map(|t| format!("{}/{}", text(t.get("scope")), text(t.get("queue")))).collect()
-            })
-            .unwrap_or_default();
-        table.row(vec![text(webhook.get("id")), text(webhook.get("name")), targets.join(", ")]);
+        let targets: Vec<String> = webhook.targets.iter().map(|t| format!("{}/{}", t.scope, t.queue)).collect();
+        table.row(vec![webhook.id.clone(), webhook.name.clone(), targets.join(", ")]);
     }
     table.render()
 }
 
 /// `{secret, previous_secret_expires_at}`: the new secret, then the warning that it is never
 /// shown again and until when the old one still verifies.
-fn rotated_text(id: &str, answer: &Value) -> String {
+fn rotated_text(id: &str, answer: &SecretRotated) -> String {
+    let until = answer.previous_secret_expires_at.map_or("-".into(), |Millis(at)| crate::wire::rfc3339(at));
     format!(
         "rotated the signing secret of webhook {id}\nsecret: {}\n\
-         The secret is shown this once only; deliveries signed with the old one are accepted until {}.",
-        text(answer.get("secret")),
-        text(answer.get("previous_secret_expires_at")),
+         The secret is shown this once only; deliveries signed with the old one are accepted until {until}.",
+        answer.secret,
     )
 }
 
@@ -100,8 +95,9 @@ mod tests {
 
     #[test]
     fn webhooks_list_their_targets_as_queue_identities() {
-        let webhooks = [json!({"id": "wh_1", "name": "provider",
-            "targets": [{"scope": "endpoint:bot", "queue": "inbox"}, {"scope": "team:ops", "queue": "triage"}]})];
+        let webhooks = [serde_json::from_value(json!({"id": "wh_1", "name": "provider",
+            "targets": [{"scope": "endpoint:bot", "queue": "inbox"}, {"scope": "team:ops", "queue": "triage"}]}))
+        .expect("a listed webhook")];
         let shown = webhooks_text(&webhooks);
         assert_eq!(shown.lines().nth(1), Some("wh_1  provider  endpoint:bot/inbox, team:ops/triage"), "{shown}");
         assert_eq!(webhooks_text(&[]), "no webhooks");
@@ -109,7 +105,8 @@ mod tests {
 
     #[test]
     fn a_rotated_secret_is_printed_with_its_warning() {
-        let shown = rotated_text("wh_1", &json!({"secret": "whsec_x"}));
+        let rotated = SecretRotated { secret: "whsec_x".into(), previous_secret_expires_at: None };
+        let shown = rotated_text("wh_1", &rotated);
         assert!(shown.contains("secret: whsec_x") && shown.contains("shown this once only"), "{shown}");
     }
 }
