@@ -105,20 +105,27 @@ impl Api {
     }
 
     /// Sends one request and parses a JSON answer.
-    /// `send`, the answer read as the wire type `T` (`crate::wire_types`) beside its text.
-    pub async fn send_typed<T: serde::de::DeserializeOwned>(
+    /// `send`, then prints the answer: with `--json` verbatim, as the server wrote it (never
+    /// read, so a newer server's answer always prints); otherwise read as the wire type `T`
+    /// (`crate::wire_types`) and drawn by `draw`.
+    pub async fn send_and_show<T: serde::de::DeserializeOwned>(
         &self,
-        method: Method,
-        url: Url,
-        body: Option<&Value>,
-    ) -> Result<(String, T), Failure> {
+        (method, url, body): (Method, Url, Option<&Value>),
+        json: bool,
+        draw: impl FnOnce(T) -> String,
+    ) -> Result<(), Failure> {
         let text = self.send(method.clone(), url.clone(), body).await?;
-        let value = serde_json::from_str(&text).map_err(|e| {
+        if json {
+            super::render::emit(&text);
+            return Ok(());
+        }
+        let answer = serde_json::from_str(&text).map_err(|e| {
             Failure::Trouble(format!(
                 "{method} {url}: the answer is not what this CLI reads ({e}); is this switchboard?"
             ))
         })?;
-        Ok((text, value))
+        super::render::emit(&draw(answer));
+        Ok(())
     }
 
     pub async fn send_json(&self, method: Method, url: Url, body: Option<&Value>) -> Result<(String, Value), Failure> {

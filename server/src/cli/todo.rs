@@ -3,7 +3,7 @@
 //! `deferred · budget · eligible <time>`, so an operator sees why work waits.
 
 use super::client::{Api, Failure};
-use super::render::{Table, Viewer, clip, emit, one_line};
+use super::render::{Table, Viewer, clip, one_line};
 use crate::wire_types::{HintBody, Millis, OneTodo, TodoBody, Todos};
 use models::admission::Reason;
 use reqwest::Method;
@@ -30,24 +30,13 @@ pub async fn list(api: &Api, filter: ListFilter, json: bool) -> Result<(), Failu
     .into_iter()
     .filter_map(|(key, value)| value.map(|value| (key, value)))
     .collect();
-    let (raw, listed): (String, Todos<TodoBody>) =
-        api.send_typed(Method::GET, api.url(&["todos"], &query), None).await?;
-    if json {
-        emit(&raw);
-        return Ok(());
-    }
-    emit(&list_text(&listed.todos, Viewer::from_env()));
-    Ok(())
+    let request = (Method::GET, api.url(&["todos"], &query), None);
+    api.send_and_show(request, json, |listed: Todos<TodoBody>| list_text(&listed.todos, Viewer::from_env())).await
 }
 
 pub async fn show(api: &Api, id: &str, json: bool) -> Result<(), Failure> {
-    let (raw, answer): (String, OneTodo) = api.send_typed(Method::GET, api.url(&["todos", id], &[]), None).await?;
-    if json {
-        emit(&raw);
-    } else {
-        emit(&show_text(&answer.todo, Viewer::from_env()));
-    }
-    Ok(())
+    let request = (Method::GET, api.url(&["todos", id], &[]), None);
+    api.send_and_show(request, json, |answer: OneTodo| show_text(&answer.todo, Viewer::from_env())).await
 }
 
 fn list_text(todos: &[TodoBody], viewer: Viewer) -> String {

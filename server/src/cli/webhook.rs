@@ -7,7 +7,7 @@
 
 use super::client::{Api, Failure};
 use super::parse_id;
-use super::render::{Table, emit, emit_done};
+use super::render::{Table, emit_done};
 use crate::wire_types::{Millis, SecretRotated, WebhookBody, Webhooks};
 use clap::Subcommand;
 use reqwest::Method;
@@ -41,16 +41,12 @@ pub enum WebhookCommand {
 pub async fn run(api: &Api, command: WebhookCommand, json: bool) -> Result<(), Failure> {
     match command {
         WebhookCommand::List => {
-            let (raw, answer): (String, Webhooks) =
-                api.send_typed(Method::GET, api.url(&["webhooks"], &[]), None).await?;
-            emit(&if json { raw } else { webhooks_text(&answer.webhooks) });
-            Ok(())
+            let request = (Method::GET, api.url(&["webhooks"], &[]), None);
+            api.send_and_show(request, json, |answer: Webhooks| webhooks_text(&answer.webhooks)).await
         }
         WebhookCommand::Rotate { id } => {
-            let (raw, answer): (String, SecretRotated) =
-                api.send_typed(Method::POST, api.url(&["webhooks", &id, "rotate"], &[]), None).await?;
-            emit(&if json { raw } else { rotated_text(&id, &answer) });
-            Ok(())
+            let request = (Method::POST, api.url(&["webhooks", &id, "rotate"], &[]), None);
+            api.send_and_show(request, json, |answer: SecretRotated| rotated_text(&id, &answer)).await
         }
         WebhookCommand::Delete { id } => {
             let raw = api.send(Method::DELETE, api.url(&["webhooks", &id], &[]), None).await?;
