@@ -6,7 +6,7 @@
 //! operator API and MCP build the same struct for the same concept, and a client of this crate
 //! (the CLI, the simulation) can read it back with the same type.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use models::admission::{AdmissionHint, AdmissionState, Headroom, PolicyStatus, QueueStatus, Reason};
 use models::identity::{Owner, QueueIdentity};
 use models::store::{Claimed, ClaimedMany, DeferredQueue};
@@ -30,7 +30,7 @@ pub struct Millis(pub DateTime<Utc>);
 
 impl Serialize for Millis {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0.to_rfc3339_opts(SecondsFormat::Millis, true))
+        serializer.serialize_str(&crate::wire::rfc3339(self.0))
     }
 }
 
@@ -364,5 +364,13 @@ mod tests {
     #[test]
     fn the_empty_claim_answer_lists_deferred_queues_only_when_there_are_some() {
         assert_eq!(serde_json::to_value(ClaimNextBody::empty(&[])).expect("json"), json!({"empty": true}));
+        let identity = QueueIdentity { owner: Owner::Team("tm_1".into()), queue: "inbox".into() };
+        let deferred =
+            DeferredQueue { identity, reason: Reason::Paused, pending: 2, next_eligible_at: None, exact: None };
+        assert_eq!(
+            serde_json::to_value(ClaimNextBody::empty(&[deferred])).expect("json"),
+            json!({"empty": true, "deferred": [{"queue": "inbox", "scope": "team:tm_1", "reason": "paused",
+                "pending": 2, "next_eligible_at": null, "exact": null}]})
+        );
     }
 }
