@@ -104,7 +104,6 @@ impl Api {
         if status.is_success() { Ok(text) } else { Err(refusal(status, &text, retry_after.as_deref())) }
     }
 
-    /// Sends one request and parses a JSON answer.
     /// `send`, then prints the answer: with `--json` verbatim, as the server wrote it (never
     /// read, so a newer server's answer always prints); otherwise read as the wire type `T`
     /// (`crate::wire_types`) and drawn by `draw`.
@@ -119,22 +118,23 @@ impl Api {
             super::render::emit(&text);
             return Ok(());
         }
-        let answer = serde_json::from_str(&text).map_err(|e| {
-            Failure::Trouble(format!(
-                "{method} {url}: the answer is not what this CLI reads ({e}); is this switchboard?"
-            ))
-        })?;
-        super::render::emit(&draw(answer));
+        super::render::emit(&draw(read_answer(&method, &url, &text)?));
         Ok(())
     }
 
+    /// Sends one request and parses a JSON answer.
     pub async fn send_json(&self, method: Method, url: Url, body: Option<&Value>) -> Result<(String, Value), Failure> {
         let text = self.send(method.clone(), url.clone(), body).await?;
-        let value = serde_json::from_str(&text).map_err(|e| {
-            Failure::Trouble(format!("{method} {url}: the answer is not JSON ({e}); is this switchboard?"))
-        })?;
+        let value = read_answer(&method, &url, &text)?;
         Ok((text, value))
     }
+}
+
+/// An answer's text read as `T`: any JSON, or a wire type of `crate::wire_types`.
+fn read_answer<T: serde::de::DeserializeOwned>(method: &Method, url: &Url, text: &str) -> Result<T, Failure> {
+    serde_json::from_str(text).map_err(|e| {
+        Failure::Trouble(format!("{method} {url}: the answer is not what this CLI reads ({e}); is this switchboard?"))
+    })
 }
 
 fn unreachable_failure(base: &Url, method: &Method, url: &Url, error: &reqwest::Error) -> Failure {
