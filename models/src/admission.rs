@@ -28,7 +28,7 @@ pub struct Policy {
 }
 
 /// Why a queue identity admits no claim right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     WindowExhausted,
@@ -53,7 +53,7 @@ impl Reason {
 
 /// Whether a queue identity admits claims now (REQ-6's `admission.state`), serialised as the
 /// contract's `admitted` and `deferred`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AdmissionState {
     Admitted,
@@ -71,7 +71,7 @@ impl AdmissionState {
 
 /// The `status` word of a policy status object (contract §3, REQ-6): `admitted`, or the reason
 /// the identity is deferred, serialised as the contract's strings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueStatus {
     Admitted,

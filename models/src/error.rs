@@ -22,6 +22,22 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in the table's order.
+    pub const ALL: [Code; 12] = [
+        Code::InvalidArgument,
+        Code::Unauthenticated,
+        Code::Forbidden,
+        Code::NotFound,
+        Code::Conflict,
+        Code::NotPending,
+        Code::Deferred,
+        Code::QueueFull,
+        Code::RateLimited,
+        Code::PayloadTooLarge,
+        Code::Unavailable,
+        Code::Internal,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Code::InvalidArgument => "invalid_argument",

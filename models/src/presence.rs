@@ -226,7 +226,7 @@ impl From<Shift> for String {
 }
 
 /// Whether pushes may go to an endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Presence {
     In,
@@ -256,7 +256,7 @@ impl FromStr for Presence {
 }
 
 /// Which rule decided the effective presence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PresenceSource {
     Default,

@@ -21,7 +21,7 @@ pub const RETRY_BACKOFF_CAP_SECONDS: i64 = 15 * 60;
 /// Longest title accepted on creation.
 pub const TITLE_LENGTH_MAX: usize = 500;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoState {
     Pending,
@@ -56,7 +56,7 @@ impl TodoState {
 }
 
 /// Who created a todo: immutable provenance (intake-capacity.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CreatedByKind {
     Human,

@@ -26,7 +26,7 @@ use chrono_tz::{GapInfo, Tz};
 use serde::{Deserialize, Serialize};
 
 /// How often a window repeats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WindowPeriod {
     Hour,
@@ -342,6 +342,44 @@ fn quoted(text: &str) -> String {
     } else {
         let head: String = text.chars().take(ECHO_CHARS_MAX).collect();
         format!("{head:?}…")
+    }
+}
+
+/// The IANA zone names this build knows (chrono-tz's compiled-in table), as a regular-expression
+/// alternation: exactly the `tz` values [`WindowSpec::parse`] and a shift accept.
+pub fn zone_alternation() -> String {
+    let escape = |name: &str| -> String {
+        name.chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '/' || c == '_' { c.to_string() } else { format!("\\{c}") })
+            .collect()
+    };
+    chrono_tz::TZ_VARIANTS.iter().map(|tz| escape(tz.name())).collect::<Vec<_>>().join("|")
+}
+
+/// `HH:MM` from 00:00 to 23:59, as [`parse_hhmm`] reads it, without anchors.
+pub const HHMM_PATTERN: &str = "(?:[01][0-9]|2[0-3]):[0-5][0-9]";
+
+/// A window as JSON Schema, as strict as [`WindowSpec::parse`]: an hour or day window names no
+/// weekday, a week window must; the zone is one this build knows; the start is `HH:MM`. The
+/// policy request and every answer carrying a policy share it.
+impl schemars::JsonSchema for WindowSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Window".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let tz = serde_json::json!({ "type": "string", "pattern": format!("^(?:{})$", zone_alternation()),
+            "description": "IANA zone name" });
+        let start = serde_json::json!({ "type": "string", "pattern": format!("^{HHMM_PATTERN}$"),
+            "description": "local start, HH:MM" });
+        let days: Vec<&str> = WEEKDAY_NAMES.iter().map(|(name, _)| *name).collect();
+        schemars::json_schema!({ "oneOf": [
+            { "type": "object", "additionalProperties": false, "required": ["period", "tz", "start"],
+              "properties": { "period": { "enum": ["hour", "day"] }, "tz": tz, "start": start,
+                  "weekday": { "type": "null" } } },
+            { "type": "object", "additionalProperties": false, "required": ["period", "tz", "start", "weekday"],
+              "properties": { "period": { "const": "week" }, "tz": tz, "start": start, "weekday": { "enum": days } } },
+        ] })
     }
 }
 
