@@ -9,6 +9,7 @@
 use crate::extract::{Human, ManagedQueue, managed_identity};
 use crate::state::AppState;
 use crate::wire::{ApiError, ApiResult, parse_body};
+use crate::wire_types::requests::{PolicyRequest, read};
 use crate::wire_types::{
     AdmissionBody, AuditBody, AuditRecords, Millis, Policies, PolicyDetailBody, UsageBody, WindowUsageBody,
 };
@@ -73,7 +74,8 @@ pub async fn put<S: Store>(
     body: Bytes,
 ) -> ApiResult {
     state.admission_writes.check_human(&state.store, &human.human.id).await?;
-    let policy = Policy::from_request(&parse_body(&body)?)?;
+    let PolicyRequest(policy) = read(&parse_body(&body)?)?;
+    let policy = Policy::from_request(&policy)?;
     let identity = managed_identity(&state.store, &human, &scope, &queue).await?;
     let actor = by(&human);
     let saved = state.store.set_policy(&identity, &policy, &actor).await?;

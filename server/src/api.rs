@@ -5,11 +5,13 @@
 use crate::extract::{Human, identity_within};
 use crate::state::AppState;
 use crate::vend::{self, VendRequest};
-use crate::wire::{
-    ApiError, ApiResult, Args, batch_items, parse_body, parse_body_or_list, parse_limit, parse_max_attempts,
+use crate::wire::{ApiError, ApiResult, batch_items, max_attempts, parse_body, parse_body_or_list, parse_limit};
+use crate::wire_types::requests::{
+    ClaimRequest, EmptyRequest, ResultRequest, TodoFilter, TodoRequest, TokenRequest, VendBody, integer, read, storable,
 };
 use crate::wire_types::{
-    ClaimedBody, CreatedBody, Detail, EndpointBody, Endpoints, MintedToken, OneTodo, TeamBody, Teams, Todos, VendedBody,
+    ClaimedBody, CreatedBody, Detail, EndpointBody, Endpoints, MintedToken, OneTodo, TeamBody, Teams, TodoAnswer,
+    TodoPushAnswer, Todos, VendedBody,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -31,14 +33,12 @@ pub async fn vend<S: Store>(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["name", "queues", "verbs", "team"])?;
+    let body: VendBody = read(&parse_body(&body)?)?;
     let request = VendRequest {
-        name: args.str("name")?,
-        queues: args.opt_str_list("queues")?.ok_or_else(|| Error::invalid("queues", "queues is required"))?,
-        verbs: args.opt_str_list("verbs")?,
-        team: args.opt_str("team")?,
+        name: &body.name,
+        queues: body.queues.iter().map(String::as_str).collect(),
+        verbs: body.verbs.as_ref().map(|verbs| verbs.iter().map(String::as_str).collect()),
+        team: body.team.as_deref(),
     };
     let (endpoint, token) = vend::vend(&state.store, &human, &request).await?;
     let mcp_url = state.public_url.absolute(&headers, &format!("/mcp/{}", endpoint.slug));
@@ -58,28 +58,29 @@ pub async fn list_endpoints<S: Store>(State(state): State<AppState<S>>, Human(hu
 pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
     let body = parse_body_or_list(&body, "todos")?;
     let Value::Array(items) = &body else {
-        let (scope, new) = requested_todo(&Args::object(&body, "body")?, &human)?;
-        let identity = identity_within(&state.store, &human.reach, scope, &new.identity.queue).await?;
+        let (scope, new) = requested_todo(read(&body)?, &human)?;
+        let identity = identity_within(&state.store, &human.reach, &scope, &new.identity.queue).await?;
         let created = state.store.create_todo(NewTodo { identity, ..new }).await?;
         if !created.deduped {
             state.push.work_added();
         }
         let status = if created.deduped { StatusCode::OK } else { StatusCode::CREATED };
-        return Ok((status, axum::Json(CreatedBody::from(&created))).into_response());
+        return Ok((status, axum::Json(TodoPushAnswer::One(Box::new(CreatedBody::from(&created))))).into_response());
     };
     let mut requested = Vec::with_capacity(items.len());
-    for (index, args) in batch_items(items, "todos")?.iter().enumerate() {
-        requested.push(requested_todo(args, &human).map_err(|error| error.within_item("todos", index))?);
+    for (index, item) in batch_items(items, "todos")?.iter().enumerate() {
+        let within = |error: Error| error.within_item("todos", index);
+        requested.push(read(item).and_then(|request| requested_todo(request, &human)).map_err(within)?);
     }
     // Most batches name one or a few queues: each distinct (scope, queue) is resolved once.
-    let mut identities: HashMap<(&str, String), QueueIdentity> = HashMap::new();
+    let mut identities: HashMap<(String, String), QueueIdentity> = HashMap::new();
     let mut news = Vec::with_capacity(requested.len());
     for (index, (scope, new)) in requested.into_iter().enumerate() {
         let key = (scope, new.identity.queue.clone());
         let identity = match identities.get(&key) {
             Some(identity) => identity.clone(),
             None => {
-                let identity = identity_within(&state.store, &human.reach, scope, &new.identity.queue)
+                let identity = identity_within(&state.store, &human.reach, &key.0, &new.identity.queue)
                     .await
                     .map_err(|error| error.within_item("todos", index))?;
                 identities.insert(key, identity.clone());
@@ -95,25 +96,23 @@ pub async fn push_todo<S: Store>(State(state): State<AppState<S>>, Human(human):
     }
     let todos = created.iter().map(CreatedBody::from).collect();
     let status = if any_new { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(Todos { todos })).into_response())
+    Ok((status, axum::Json(TodoPushAnswer::Batch(Todos { todos }))).into_response())
 }
 
 /// One todo of a push as the caller wrote it: its scope, and the todo with the queue named but
 /// not yet resolved (the identity's owner is a placeholder until `identity_within`).
-fn requested_todo<'a>(args: &Args<'a>, human: &HumanScope) -> Result<(&'a str, NewTodo)> {
-    args.only(&["scope", "queue", "title", "payload", "idempotency_key", "max_attempts"])?;
-    let (scope, queue, title) = (args.str("scope")?, args.str("queue")?, args.str("title")?);
+fn requested_todo(request: TodoRequest, human: &HumanScope) -> Result<(String, NewTodo)> {
     let new = NewTodo {
-        identity: QueueIdentity::endpoint("", queue),
-        title: title.to_string(),
-        payload: args.opt_value("payload"),
-        idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
-        max_attempts: parse_max_attempts(args)?,
+        identity: QueueIdentity::endpoint("", &request.queue.0),
+        title: request.title,
+        payload: storable(request.payload),
+        idempotency_key: request.idempotency_key,
+        max_attempts: max_attempts(request.max_attempts)?,
         created_by_kind: CreatedByKind::Human,
         created_by_id: Some(human.human.id.clone()),
     };
     new.validate()?;
-    Ok((scope, new))
+    Ok((request.scope.0, new))
 }
 
 /// `GET /api/v1/todos?scope=&queue=&state=&limit=`: newest first, within the caller's reach.
@@ -122,14 +121,16 @@ pub async fn list_todos<S: Store>(
     Human(human): Human,
     Query(params): Query<HashMap<String, String>>,
 ) -> ApiResult {
-    let todo_state = params.get("state").map(|s| TodoState::parse("state", s)).transpose()?;
+    let filter = TodoFilter::of(params);
+    let todo_state = filter.state.as_deref().map(|s| TodoState::parse("state", s)).transpose()?;
     let limit = parse_limit(
-        params
-            .get("limit")
+        filter
+            .limit
+            .as_deref()
             .map(|l| l.parse().map_err(|_| Error::invalid("limit", "limit must be an integer")))
             .transpose()?,
     )?;
-    let set = match (params.get("scope"), params.get("queue")) {
+    let set = match (filter.scope.as_deref(), filter.queue.as_deref()) {
         (Some(scope), Some(queue)) => {
             TodoSet::Queues(vec![identity_within(&state.store, &human.reach, scope, queue).await?])
         }
@@ -155,36 +156,35 @@ pub async fn todo_action<S: Store>(
     body: Bytes,
 ) -> ApiResult {
     let body = if body.is_empty() { json!({}) } else { parse_body(&body)? };
-    let args = Args::object(&body, "body")?;
     let actor = Actor::Human(human);
     let todo = match action.as_str() {
         "claim" => {
-            args.only(&["lease_ttl_seconds"])?;
-            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
+            let request: ClaimRequest = read(&body)?;
+            let lease = lease_seconds(integer(request.lease_ttl_seconds))?;
             let claimed = state.store.claim(&actor, &id, lease).await?;
-            return Ok(axum::Json(ClaimedBody::from(&claimed)).into_response());
+            return Ok(axum::Json(TodoAnswer::Claimed(ClaimedBody::from(&claimed))).into_response());
         }
         "complete" => {
-            args.only(&["result"])?;
-            state.store.complete(&actor, &id, args.opt_value("result")).await?
+            let request: ResultRequest = read(&body)?;
+            state.store.complete(&actor, &id, storable(request.result)).await?
         }
         "fail" => {
-            args.only(&["result"])?;
-            state.store.fail(&actor, &id, args.opt_value("result")).await?
+            let request: ResultRequest = read(&body)?;
+            state.store.fail(&actor, &id, storable(request.result)).await?
         }
         "release" => {
-            args.only(&[])?;
+            read::<EmptyRequest>(&body)?;
             state.store.release(&actor, &id).await?
         }
         "retry" => {
-            args.only(&[])?;
+            read::<EmptyRequest>(&body)?;
             state.store.retry_now(&actor, &id).await?
         }
         _ => return Err(ApiError(Error::not_found())),
     };
     // A freed in-flight slot may reopen a deferred queue (REQ-8); a retried todo is new work.
     state.push.capacity_changed();
-    Ok(axum::Json(OneTodo::of(&todo)).into_response())
+    Ok(axum::Json(TodoAnswer::Todo(OneTodo::of(&todo))).into_response())
 }
 
 /// The longest an operator token may be minted for: one year.
@@ -197,13 +197,10 @@ pub const TOKEN_LABEL_LENGTH_MAX: usize = 100;
 /// The body is required, `{}` at least: a create names what it creates, as every other create of
 /// the API does, and a body that is not a JSON object is `invalid_argument` (API conventions).
 pub async fn mint_token<S: Store>(State(state): State<AppState<S>>, Human(human): Human, body: Bytes) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["label", "expires_in_seconds"])?;
-    let label = args.opt_str("label")?;
-    let expires_in_seconds = args.opt_i64("expires_in_seconds")?;
-    let token = mint_operator_token(&state.store, &human.human.id, label, expires_in_seconds).await?;
-    let body = MintedToken { token, label: label.map(str::to_string), human_id: human.human.id };
+    let request: TokenRequest = read(&parse_body(&body)?)?;
+    let (label, expires_in_seconds) = (request.label, integer(request.expires_in_seconds));
+    let token = mint_operator_token(&state.store, &human.human.id, label.as_deref(), expires_in_seconds).await?;
+    let body = MintedToken { token, label, human_id: human.human.id };
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 

@@ -9,7 +9,8 @@
 use crate::admission_api::by;
 use crate::extract::{Human, ManagedQueue};
 use crate::state::AppState;
-use crate::wire::{ApiResult, Args, parse_body};
+use crate::wire::{ApiResult, parse_body};
+use crate::wire_types::requests::{CapacityRequest, Integer, StorableJson, TodoEdit, read};
 use crate::wire_types::{CapacityBody, ClearedBody, OneTodo, PurgedBody};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -49,12 +50,8 @@ pub async fn set_capacity<S: Store>(State(state): State<AppState<S>>, Human(huma
     if !human.human.instance_admin {
         return Err(Error::new(Code::Forbidden, "only an instance admin may change the queue capacity").into());
     }
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["max_pending_per_queue"])?;
-    let max = args
-        .opt_i64("max_pending_per_queue")?
-        .ok_or_else(|| Error::invalid("max_pending_per_queue", "max_pending_per_queue is required"))?;
+    let request: CapacityRequest = read(&parse_body(&body)?)?;
+    let Integer(max) = request.max_pending_per_queue;
     let capacity = state.store.set_queue_capacity(max, &human.human.id).await?;
     Ok(axum::Json(CapacityBody::from(&capacity)).into_response())
 }
@@ -66,11 +63,8 @@ pub async fn edit<S: Store>(
     Path(id): Path<String>,
     body: Bytes,
 ) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["title", "payload"])?;
-    let title = args.opt_str("title")?.map(str::to_string);
-    let payload = body.get("payload").cloned();
+    let TodoEdit { title, payload } = read(&parse_body(&body)?)?;
+    let payload = payload.map(|StorableJson(payload)| payload);
     if title.is_none() && payload.is_none() {
         return Err(Error::invalid("title", "give a title, a payload, or both").into());
     }

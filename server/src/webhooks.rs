@@ -11,7 +11,8 @@
 
 use crate::extract::Human;
 use crate::state::AppState;
-use crate::wire::{ApiError, ApiResult, Args, parse_body};
+use crate::wire::{ApiError, ApiResult, parse_body};
+use crate::wire_types::requests::{WebhookRequest, read};
 use crate::wire_types::{IngestedBody, Millis, SecretRotated, TargetBody, WebhookBody, WebhookCreated, Webhooks};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -109,25 +110,24 @@ pub async fn create<S: Store>(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["name", "targets"])?;
-    let name = args.str("name")?;
+    let WebhookRequest { name, targets } = read(&parse_body(&body)?)?;
     // Anything but a list is no targets at all, which `register` refuses as `targets`.
-    let listed = body.get("targets").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let listed = targets.as_array().map_or(&[][..], Vec::as_slice);
     let targets = listed
         .iter()
         .enumerate()
         .map(|(i, target)| {
-            let target = Args::object(target, &format!("targets[{i}]"))?;
+            let field = format!("targets[{i}]");
+            let target =
+                target.as_object().ok_or_else(|| Error::invalid(&field, format!("{field} must be a JSON object")))?;
             // A half that is missing or not a string is refused as required, in its turn.
             Ok(TargetText {
-                scope: target.opt_str("scope").ok().flatten(),
-                queue: target.opt_str("queue").ok().flatten(),
+                scope: target.get("scope").and_then(Value::as_str),
+                queue: target.get("queue").and_then(Value::as_str),
             })
         })
         .collect();
-    let webhook = register(&state.store, &human, name, targets).await?;
+    let webhook = register(&state.store, &human, &name, targets).await?;
     let ingest_url = state.public_url.absolute(&headers, &format!("/ingest/{}", webhook.id));
     Ok((
         StatusCode::CREATED,

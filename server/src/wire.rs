@@ -1,5 +1,7 @@
-//! What goes over the wire: reading request arguments (every refusal names its field), the todo
-//! as JSON, and the one mapping from an error code to an HTTP response (contract §3).
+//! What goes over the wire: reading a request body (a JSON object within the storable rules;
+//! its members are read as a `wire_types::requests` type, every refusal naming its field), the
+//! listing's limits, the todo as JSON, and the one mapping from an error code to an HTTP response
+//! (contract §3).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -7,87 +9,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use models::error::{Code, Error, Result};
 use models::identity::QueueIdentity;
 use models::todo::{MAX_ATTEMPTS_DEFAULT, Todo};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::wire_types::requests::Integer;
 pub use crate::wire_types::scope_string;
 use crate::wire_types::{Detail, HintBody, TodoBody};
-
-/// A JSON object of named arguments: an API body or MCP tool arguments.
-pub struct Args<'a> {
-    map: &'a Map<String, Value>,
-}
-
-impl<'a> Args<'a> {
-    pub fn new(map: &'a Map<String, Value>) -> Self {
-        Args { map }
-    }
-
-    /// Refuses anything but an object, naming the whole body.
-    pub fn object<'v>(value: &'v Value, field: &str) -> Result<Args<'v>> {
-        value.as_object().map(Args::new).ok_or_else(|| Error::invalid(field, format!("{field} must be a JSON object")))
-    }
-
-    pub fn str(&self, field: &str) -> Result<&'a str> {
-        self.opt_str(field)?.ok_or_else(|| Error::invalid(field, format!("{field} is required")))
-    }
-
-    pub fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
-        match self.map.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(Error::invalid(field, format!("{field} must be a string"))),
-        }
-    }
-
-    pub fn opt_i64(&self, field: &str) -> Result<Option<i64>> {
-        match self.map.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => models::json_number::integer(n)
-                .map(Some)
-                .ok_or_else(|| Error::invalid(field, format!("{field} must be an integer"))),
-            Some(_) => Err(Error::invalid(field, format!("{field} must be an integer"))),
-        }
-    }
-
-    pub fn opt_bool(&self, field: &str) -> Result<Option<bool>> {
-        match self.map.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(_) => Err(Error::invalid(field, format!("{field} must be true or false"))),
-        }
-    }
-
-    /// A list of strings; each bad element is named by index (`queues[2]`).
-    pub fn opt_str_list(&self, field: &str) -> Result<Option<Vec<&'a str>>> {
-        match self.map.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| {
-                    item.as_str().ok_or_else(|| {
-                        Error::invalid(&format!("{field}[{i}]"), format!("{field}[{i}] must be a string"))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(_) => Err(Error::invalid(field, format!("{field} must be a list of strings"))),
-        }
-    }
-
-    /// Any JSON value, as stored (payload, result).
-    pub fn opt_value(&self, field: &str) -> Option<Value> {
-        self.map.get(field).filter(|v| !v.is_null()).cloned()
-    }
-
-    /// Refuses names outside `known`, so a misspelt argument is not silently ignored.
-    pub fn only(&self, known: &[&str]) -> Result<()> {
-        match self.map.keys().find(|key| !known.contains(&key.as_str())) {
-            Some(unknown) => Err(Error::invalid(unknown, format!("unknown field {unknown}"))),
-            None => Ok(()),
-        }
-    }
-}
 
 /// Default and largest page of a todo listing, on the API and MCP alike.
 const LIST_LIMIT_DEFAULT: i64 = 50;
@@ -104,10 +30,10 @@ pub fn parse_limit(raw: Option<i64>) -> Result<i64> {
 
 /// A new todo's `max_attempts` (API body or tool argument), the default when absent; the range
 /// itself is the model's rule (`NewTodo::validate`).
-pub fn parse_max_attempts(args: &Args<'_>) -> Result<i32> {
-    match args.opt_i64("max_attempts")? {
+pub fn max_attempts(requested: Option<Integer>) -> Result<i32> {
+    match requested {
         None => Ok(MAX_ATTEMPTS_DEFAULT),
-        Some(n) => i32::try_from(n).map_err(|_| Error::invalid("max_attempts", "max_attempts must be 1-100")),
+        Some(Integer(n)) => i32::try_from(n).map_err(|_| Error::invalid("max_attempts", "max_attempts must be 1-100")),
     }
 }
 
@@ -139,17 +65,15 @@ pub fn parse_body_or_list(bytes: &[u8], list: &str) -> Result<Value> {
 
 /// The items of a batch named `list`: 1..=`TODOS_PER_BATCH_MAX` JSON objects, a refusal naming
 /// the list (`todos`) or the item (`todos[3]`).
-pub fn batch_items<'v>(items: &'v [Value], list: &str) -> Result<Vec<Args<'v>>> {
+pub fn batch_items<'v>(items: &'v [Value], list: &str) -> Result<&'v [Value]> {
     let max = models::limits::TODOS_PER_BATCH_MAX;
     if !(1..=max).contains(&items.len()) {
         return Err(Error::invalid(list, format!("a batch holds 1-{max} todos")));
     }
-    let object = |(index, item): (usize, &'v Value)| {
-        item.as_object()
-            .map(Args::new)
-            .ok_or_else(|| Error::invalid(&format!("{list}[{index}]"), "each item must be a JSON object"))
-    };
-    items.iter().enumerate().map(object).collect()
+    match items.iter().position(|item| !item.is_object()) {
+        Some(index) => Err(Error::invalid(&format!("{list}[{index}]"), "each item must be a JSON object")),
+        None => Ok(items),
+    }
 }
 
 fn parse_json(bytes: &[u8]) -> Result<Value> {
@@ -172,7 +96,7 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (status, axum::Json(self.0.envelope())).into_response();
+        let mut response = (status, axum::Json(crate::wire_types::ErrorBody::from(&self.0))).into_response();
         match self.0.code {
             Code::Unauthenticated => {
                 response

@@ -12,7 +12,7 @@ mod tools;
 
 use crate::auth::require_agent;
 use crate::state::AppState;
-use crate::wire::{ApiError, Args};
+use crate::wire::ApiError;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -87,7 +87,7 @@ pub async fn handle<S: Store>(
             let outcome = match (arguments.as_object(), tool) {
                 (Some(_), _) if let Err(error) = models::storable::check_members(&arguments) => Err(error),
                 (Some(_), None) => Err(Error::invalid("name", format!("unknown tool {name}"))),
-                (Some(map), Some(tool)) => call_tool(&state, &agent, tool, &Args::new(map)).await,
+                (Some(_), Some(tool)) => call_tool(&state, &agent, tool, &arguments).await,
                 (None, _) => Err(Error::invalid("arguments", "arguments must be an object")),
             };
             if let Some(tool) = tool {

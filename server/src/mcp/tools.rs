@@ -7,9 +7,14 @@
 use super::catalog::{Tool, granted};
 use crate::push::api::set_presence_from;
 use crate::state::AppState;
-use crate::wire::{Args, batch_items, parse_limit, parse_max_attempts, todos_with_admission};
+use crate::wire::{batch_items, max_attempts, parse_limit, todos_with_admission};
+use crate::wire_types::requests::tool::{
+    ClaimNextArgs, ClockInArgs, CompleteArgs, CreateTodoArgs, CreateTodosArgs, DiscardArgs, FailArgs, IdArgs,
+    LeaseArgs, ListTodosArgs, MaybeQueueArgs, NoArgs, QueueArgs, ReleaseArgs, SetPolicyArgs,
+};
+use crate::wire_types::requests::{integer, read};
 use crate::wire_types::{
-    ClaimNextBody, ClaimedBody, CreatedBody, Detail, PolicyBody, PolicyCleared, PolicySaved, PresenceBody,
+    ClaimNextBody, ClaimedBody, Completed, CreatedBody, Detail, PolicyBody, PolicyCleared, PolicySaved, PresenceBody,
     QueueAdmissionEntry, QueueAdmissions, Removed, StatusBody, TodoBody, Todos,
 };
 use models::admission::Policy;
@@ -29,7 +34,7 @@ pub(super) async fn call_tool<S: Store>(
     state: &AppState<S>,
     agent: &AgentScope,
     tool: Tool,
-    args: &Args<'_>,
+    args: &Value,
 ) -> Result<Answer> {
     if !granted(agent, tool) {
         return Err(Error::forbidden(format!("{} is not in this endpoint's grant", tool.as_str())));
@@ -43,8 +48,8 @@ pub(super) async fn call_tool<S: Store>(
         }
         Tool::Granted(Verb::ListTodos) => list_todos_tool(&state.store, agent, args).await,
         Tool::Granted(Verb::GetTodo) => {
-            args.only(&["id"])?;
-            answer(TodoBody::of(&state.store.get_todo(&actor, args.str("id")?).await?, Detail::Full))
+            let IdArgs { id } = read(args)?;
+            answer(TodoBody::of(&state.store.get_todo(&actor, &id).await?, Detail::Full))
         }
         Tool::Granted(Verb::CreateTodo) => create_todo_tool(&state.store, agent, args).await,
         Tool::CreateTodos => create_todos_tool(&state.store, agent, args).await,
@@ -67,12 +72,12 @@ async fn claim_next_tool<S: Store>(
     state: &AppState<S>,
     agent: &AgentScope,
     actor: &Actor,
-    args: &Args<'_>,
+    args: &Value,
 ) -> Result<Answer> {
-    args.only(&["queue", "lease_ttl_seconds", "max"])?;
-    let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
-    let max = claims_max(args.opt_i64("max")?)?;
-    let queues = agent.narrow(args.opt_str("queue")?)?;
+    let args: ClaimNextArgs = read(args)?;
+    let lease = lease_seconds(integer(args.lease_ttl_seconds))?;
+    let max = claims_max(integer(args.max))?;
+    let queues = agent.narrow(args.queue.as_deref())?;
     // The store watches every queue it defers, on every surface (REQ-8, issue #28).
     if max > 1 {
         let many = state.store.claim_next_many(actor, &queues, lease, max).await?;
@@ -94,37 +99,40 @@ fn answer(body: impl Serialize) -> Result<Answer> {
         .map_err(|error| Error::internal(format!("an answer did not serialise: {error}")))
 }
 
-async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Args<'_>) -> Result<Answer> {
-    args.only(&["id", "lease_ttl_seconds"])?;
-    let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
-    let id = args.str("id")?;
-    let claimed = state.store.claim(actor, id, lease).await?;
+async fn claim_tool<S: Store>(state: &AppState<S>, actor: &Actor, args: &Value) -> Result<Answer> {
+    let args: LeaseArgs = read(args)?;
+    let lease = lease_seconds(integer(args.lease_ttl_seconds))?;
+    let claimed = state.store.claim(actor, &args.id, lease).await?;
     answer(ClaimedBody::from(&claimed))
 }
 
 /// `heartbeat`, `complete`, `fail`, `release`: the claimer's work on a todo it holds.
-async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args: &Args<'_>) -> Result<Answer> {
+async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args: &Value) -> Result<Answer> {
     let todo = match verb {
         Verb::Heartbeat => {
-            args.only(&["id", "lease_ttl_seconds"])?;
-            let lease = lease_seconds(args.opt_i64("lease_ttl_seconds")?)?;
-            store.heartbeat(actor, args.str("id")?, lease).await?
+            let args: LeaseArgs = read(args)?;
+            store.heartbeat(actor, &args.id, lease_seconds(integer(args.lease_ttl_seconds))?).await?
         }
-        Verb::Complete if args.opt_value("ids").is_some() => return complete_many_tool(store, actor, args).await,
-        Verb::Complete | Verb::Fail => {
-            args.only(&["id", "result", "summary"])?;
-            let result = outcome_value(args)?;
-            let id = args.str("id")?;
-            if verb == Verb::Complete {
-                store.complete(actor, id, result).await?
-            } else {
-                store.fail(actor, id, result).await?
+        Verb::Complete => {
+            let args: CompleteArgs = read(args)?;
+            let result = outcome_value(args.result, args.summary);
+            match (args.id, args.ids) {
+                (Some(_), Some(_)) => return Err(Error::invalid("ids", "give id or ids, not both")),
+                (None, Some(ids)) => return complete_many(store, actor, &ids, result).await,
+                (Some(id), None) => {
+                    let todo = store.complete(actor, &id, result).await?;
+                    return answer(Completed::One(Box::new(TodoBody::of(&todo, Detail::Listed))));
+                }
+                (None, None) => return Err(Error::invalid("id", "id is required")),
             }
         }
+        Verb::Fail => {
+            let args: FailArgs = read(args)?;
+            store.fail(actor, &args.id, outcome_value(args.result, args.summary)).await?
+        }
         _ => {
-            args.only(&["id", "summary"])?;
-            args.opt_str("summary")?;
-            store.release(actor, args.str("id")?).await?
+            let args: ReleaseArgs = read(args)?;
+            store.release(actor, &args.id).await?
         }
     };
     answer(TodoBody::of(&todo, Detail::Listed))
@@ -132,58 +140,49 @@ async fn claimed_todo_tool<S: Store>(store: &S, actor: &Actor, verb: Verb, args:
 
 /// `complete {ids, result?, summary?}` (issue #31 item 2): every listed todo the caller holds,
 /// done in one transaction with the same result, or none (the refusal names the `id`).
-async fn complete_many_tool<S: Store>(store: &S, actor: &Actor, args: &Args<'_>) -> Result<Answer> {
-    if args.opt_value("id").is_some() {
-        return Err(Error::invalid("ids", "give id or ids, not both"));
-    }
-    args.only(&["ids", "result", "summary"])?;
-    let result = outcome_value(args)?;
-    let ids: Vec<String> = args.opt_str_list("ids")?.unwrap_or_default().into_iter().map(str::to_string).collect();
-    validate_ids(&ids)?;
-    let todos = store.complete_many(actor, &ids, result).await?;
-    answer(Todos { todos: todos.iter().map(|todo| TodoBody::of(todo, Detail::Listed)).collect() })
+async fn complete_many<S: Store>(store: &S, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Answer> {
+    validate_ids(ids)?;
+    let todos = store.complete_many(actor, ids, result).await?;
+    answer(Completed::Many(Todos { todos: todos.iter().map(|todo| TodoBody::of(todo, Detail::Listed)).collect() }))
 }
 
 /// `list_todos {queue?, state?, limit?}`: newest first, within the grant.
-async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
-    args.only(&["queue", "state", "limit"])?;
-    let queues = agent.narrow(args.opt_str("queue")?)?;
-    let state = args.opt_str("state")?.map(|s| TodoState::parse("state", s)).transpose()?;
-    let limit = parse_limit(args.opt_i64("limit")?)?;
+async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Value) -> Result<Answer> {
+    let args: ListTodosArgs = read(args)?;
+    let queues = agent.narrow(args.queue.as_deref())?;
+    let state = args.state.as_deref().map(|s| TodoState::parse("state", s)).transpose()?;
+    let limit = parse_limit(integer(args.limit))?;
     let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues), state, limit }).await?;
     answer(Todos { todos: todos_with_admission(store, &todos, Detail::Listed).await? })
 }
 
 /// `create_todo`: a new todo on a granted queue, created by this endpoint.
-async fn create_todo_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
-    let created = store.create_todo(agent_todo(agent, args)?).await?;
+async fn create_todo_tool<S: Store>(store: &S, agent: &AgentScope, args: &Value) -> Result<Answer> {
+    let created = store.create_todo(agent_todo(agent, read(args)?)?).await?;
     answer(CreatedBody::from(&created))
 }
 
 /// `create_todos`: `create_todo`'s arguments for each of `todos` (at most
 /// `TODOS_PER_BATCH_MAX`), created in one transaction and answered in order.
-async fn create_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
-    args.only(&["todos"])?;
-    let Some(Value::Array(items)) = args.opt_value("todos") else {
-        return Err(Error::invalid("todos", "todos must be a list of todos"));
-    };
-    let mut news = Vec::with_capacity(items.len());
-    for (index, args) in batch_items(&items, "todos")?.iter().enumerate() {
-        news.push(agent_todo(agent, args).map_err(|error| error.within_item("todos", index))?);
+async fn create_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Value) -> Result<Answer> {
+    let CreateTodosArgs { todos } = read(args)?;
+    let mut news = Vec::with_capacity(todos.len());
+    for (index, item) in batch_items(&todos, "todos")?.iter().enumerate() {
+        let within = |error: Error| error.within_item("todos", index);
+        news.push(read(item).and_then(|args| agent_todo(agent, args)).map_err(within)?);
     }
     let created = store.create_todos(news).await?;
     answer(Todos { todos: created.iter().map(CreatedBody::from).collect() })
 }
 
 /// One todo an agent asks for: `create_todo`'s arguments, in one of its granted queues.
-fn agent_todo(agent: &AgentScope, args: &Args<'_>) -> Result<NewTodo> {
-    args.only(&["queue", "title", "payload", "idempotency_key", "max_attempts"])?;
+fn agent_todo(agent: &AgentScope, args: CreateTodoArgs) -> Result<NewTodo> {
     let new = NewTodo {
-        identity: creation_target(agent, args.str("queue")?)?,
-        title: args.str("title")?.to_string(),
-        payload: args.opt_value("payload"),
-        idempotency_key: args.opt_str("idempotency_key")?.map(str::to_string),
-        max_attempts: parse_max_attempts(args)?,
+        identity: creation_target(agent, &args.queue)?,
+        title: args.title,
+        payload: args.payload.filter(|payload| !payload.is_null()),
+        idempotency_key: args.idempotency_key,
+        max_attempts: max_attempts(args.max_attempts)?,
         created_by_kind: CreatedByKind::Agent,
         created_by_id: Some(agent.endpoint_id.clone()),
     };
@@ -199,17 +198,22 @@ fn acting(agent: &AgentScope) -> PolicyActor {
 /// SPEC-0030 REQ-10: `set_admission_policy` / `clear_admission_policy`, only with the verb
 /// granted (checked by `call_tool`), only on a queue this endpoint may manage (else not_found),
 /// audited with the endpoint and its human.
-async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Answer> {
-    let known: &[&str] = if verb == Verb::SetAdmissionPolicy { &["queue", "policy"] } else { &["queue"] };
-    args.only(known)?;
+async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Verb, args: &Value) -> Result<Answer> {
+    let (queue, policy) = if verb == Verb::SetAdmissionPolicy {
+        let SetPolicyArgs { queue, policy } = read(args)?;
+        (queue, Some(policy))
+    } else {
+        let QueueArgs { queue } = read(args)?;
+        (queue, None)
+    };
     // The same write limiter as the operator API, keyed per endpoint (Security Requirements).
     state.admission_writes.check_endpoint(&state.store, &agent.endpoint_id).await?;
-    let identity = agent.managed_queue(args.str("queue")?)?;
-    if verb == Verb::ClearAdmissionPolicy {
+    let identity = agent.managed_queue(&queue)?;
+    let Some(policy) = policy else {
         state.store.clear_policy(&identity, &acting(agent)).await?;
         return answer(PolicyCleared { queue: identity.queue, cleared: true });
-    }
-    let policy = Policy::from_request(&args.opt_value("policy").unwrap_or(Value::Null))?;
+    };
+    let policy = Policy::from_request(&policy.0)?;
     let saved = state.store.set_policy(&identity, &policy, &acting(agent)).await?;
     answer(PolicySaved {
         queue: identity.queue,
@@ -220,22 +224,23 @@ async fn policy_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, verb: Ve
 
 /// Owner cancellation for agents (intake-capacity.md): `discard_todo` / `clear_queue`, opt-in
 /// verbs only, on queues the endpoint manages (else not_found); claimed work is never touched.
-async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, verb: Verb, args: &Args<'_>) -> Result<Answer> {
-    let known: &[&str] = if verb == Verb::DiscardTodo { &["queue", "id"] } else { &["queue"] };
-    args.only(known)?;
-    let identity = agent.managed_queue(args.str("queue")?)?;
+async fn cancel_tool<S: Store>(store: &S, agent: &AgentScope, verb: Verb, args: &Value) -> Result<Answer> {
     if verb == Verb::DiscardTodo {
-        store.discard_todo(&identity, args.str("id")?, &acting(agent)).await?;
+        let DiscardArgs { queue, id } = read(args)?;
+        let identity = agent.managed_queue(&queue)?;
+        store.discard_todo(&identity, &id, &acting(agent)).await?;
         return answer(Removed { queue: identity.queue, removed: 1 });
     }
+    let QueueArgs { queue } = read(args)?;
+    let identity = agent.managed_queue(&queue)?;
     let removed = store.clear_queue(&identity, &acting(agent)).await?;
     answer(Removed { queue: identity.queue, removed })
 }
 
 /// `admission_status {queue?}`: policy, usage and status of the granted queues (read-only, REQ-7).
-async fn admission_status_tool<S: Store>(store: &S, agent: &AgentScope, args: &Args<'_>) -> Result<Answer> {
-    args.only(&["queue"])?;
-    let queues = agent.narrow(args.opt_str("queue")?)?;
+async fn admission_status_tool<S: Store>(store: &S, agent: &AgentScope, args: &Value) -> Result<Answer> {
+    let MaybeQueueArgs { queue } = read(args)?;
+    let queues = agent.narrow(queue.as_deref())?;
     let admissions = store.queue_admissions(&queues).await?;
     let queues = queues
         .iter()
@@ -245,20 +250,15 @@ async fn admission_status_tool<S: Store>(store: &S, agent: &AgentScope, args: &A
 }
 
 /// `clock_in {for?}` (seconds; 1 h default, 8 h max), `clock_out`, `presence` (SPEC-0022).
-async fn self_verb_tool<S: Store>(
-    state: &AppState<S>,
-    agent: &AgentScope,
-    tool: Tool,
-    args: &Args<'_>,
-) -> Result<Answer> {
+async fn self_verb_tool<S: Store>(state: &AppState<S>, agent: &AgentScope, tool: Tool, args: &Value) -> Result<Answer> {
     let store = &state.store;
     let view = match tool {
         Tool::ClockIn | Tool::ClockOut => {
-            args.only(&["for"])?;
             let (presence, for_seconds) = if tool == Tool::ClockIn {
-                (Presence::In, args.opt_i64("for")?)
+                let ClockInArgs { for_seconds } = read(args)?;
+                (Presence::In, integer(for_seconds))
             } else {
-                args.only(&[])?;
+                read::<NoArgs>(args)?;
                 (Presence::Out, None)
             };
             let view = set_presence_from(store, &agent.endpoint_id, presence, for_seconds, OverrideBy::Agent).await?;
@@ -267,7 +267,7 @@ async fn self_verb_tool<S: Store>(
             view
         }
         _ => {
-            args.only(&[])?;
+            read::<NoArgs>(args)?;
             store.presence(&agent.endpoint_id).await?
         }
     };
@@ -294,9 +294,8 @@ pub(super) fn after_tool<S: Store>(state: &AppState<S>, tool: Tool, outcome: &Re
 }
 
 /// `result` as given, or `{summary}` when only a summary is given.
-fn outcome_value(args: &Args<'_>) -> Result<Option<Value>> {
-    let summary = args.opt_str("summary")?;
-    Ok(args.opt_value("result").or_else(|| summary.map(|s| json!({ "summary": s }))))
+fn outcome_value(result: Option<Value>, summary: Option<String>) -> Option<Value> {
+    result.filter(|result| !result.is_null()).or_else(|| summary.map(|s| json!({ "summary": s })))
 }
 
 /// The queue a `create_todo` names: the endpoint's own queue of that name if granted, else the

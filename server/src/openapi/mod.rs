@@ -1,8 +1,11 @@
 //! The OpenAPI 3.1 document of `/api/v1`, served at `GET /api/v1/openapi.json`.
 //!
-//! Generated from one route table (`routes::ROUTES`) and hand-written schemas
-//! (`schemas`) rather than from derive macros: the handlers read their bodies by hand so every
-//! refusal can name its field, and the schemas copy those validators' limits by their constants.
+//! Generated from one route table (`routes::ROUTES`), which names each operation's request and
+//! answer types, and those types' JSON Schemas (`schemars`, the same derive that gives the MCP
+//! tools their schemas; issue #30 item 2). The handlers read their bodies as those types
+//! (`wire_types::requests::read`) and answer with them, so the document cannot describe a body
+//! the server does not read. Paths, statuses and links stay a table: they are the router's, not a
+//! type's.
 //! Three checks keep the document true: a unit test that every `/api/v1` route the router
 //! declares is in the table (and nothing else is), a black-box test that every documented
 //! operation is served and refuses a caller without credentials, and `ci/schemathesis`, which
@@ -10,20 +13,31 @@
 //! against it (issue 30).
 
 mod routes;
-mod schemas;
 
+use crate::wire_types::ErrorBody;
+use crate::wire_types::requests::{ClaimRequest, EmptyRequest, QueueName, ResultRequest, Scope};
 pub use routes::{Body, Link, ROUTES, Route};
-use schemas::{REFERENCE, id, schema_ref};
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
+
+/// A type's schema as the document uses it: a `$ref` into `components/schemas` for a named type
+/// (the generator records its definition), or the schema itself for an inlined one.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+/// [`SchemaFn`] of `T`.
+pub fn of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
 
 /// The owner actions of `POST /api/v1/todos/{id}/{action}` and the body each reads; the document
 /// lists each as its own path, since their bodies differ.
-const TODO_ACTIONS: [(&str, &str); 5] = [
-    ("claim", "ClaimRequest"),
-    ("complete", "ResultRequest"),
-    ("fail", "ResultRequest"),
-    ("release", "EmptyRequest"),
-    ("retry", "EmptyRequest"),
+const TODO_ACTIONS: [(&str, SchemaFn); 5] = [
+    ("claim", of::<ClaimRequest>),
+    ("complete", of::<ResultRequest>),
+    ("fail", of::<ResultRequest>),
+    ("release", of::<EmptyRequest>),
+    ("retry", of::<EmptyRequest>),
 ];
 
 /// Answers every authenticated route can give before its handler runs.
@@ -33,13 +47,19 @@ const AUTH_ERRORS: [(u16, &str); 3] = [
     (503, "unavailable: the server is at its request limit or the database did not answer in time"),
 ];
 
+/// An id the server made: `<prefix>_` and 32 hex digits.
+fn id(prefix: &str) -> Value {
+    json!({ "type": "string", "pattern": format!("^{prefix}_[0-9a-f]{{32}}$") })
+}
+
 /// The schema of a path parameter, from what the server makes and accepts.
-fn path_parameter(path: &str, name: &str) -> Value {
+fn path_parameter(generator: &mut SchemaGenerator, path: &str, name: &str) -> Value {
     match name {
-        "scope" => schema_ref("Scope"),
+        "scope" => of::<Scope>(generator).to_value(),
         "queue" => json!({ "type": "string", "pattern": format!("^(?!\\.{{1,2}}$)[a-z0-9._-]{{1,{}}}$",
             models::identity::QUEUE_NAME_LENGTH_MAX), "description": "a queue name (. and .. cannot be a path segment)" }),
-        "reference" => json!({ "type": "string", "pattern": REFERENCE, "description": "endpoint slug or id" }),
+        "reference" => json!({ "type": "string", "pattern": crate::wire_types::requests::REFERENCE,
+            "description": "endpoint slug or id" }),
         "hook_id" => id("nh"),
         "action" => json!({ "enum": TODO_ACTIONS.map(|(action, _)| action) }),
         "id" if path.starts_with("/api/v1/tokens") => id("tk"),
@@ -53,15 +73,21 @@ fn operation_ref(method: &str, path: &str) -> String {
     format!("#/paths/{}/{method}", path.replace('~', "~0").replace('/', "~1"))
 }
 
+/// The JSON content of a request or an answer.
+fn json_content(schema: Schema) -> Value {
+    json!({ "application/json": { "schema": schema } })
+}
+
 /// One operation of the document.
-fn operation(route: &Route, path: &str, body: Option<(&str, bool)>) -> Value {
+fn operation(generator: &mut SchemaGenerator, route: &Route, path: &str, body: Option<(SchemaFn, bool)>) -> Value {
     let public = route.path == "/api/v1/openapi.json";
     let params: Vec<&str> =
         path.split('/').filter_map(|segment| segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect();
-    let mut statuses: Vec<(u16, &str, &str)> = route.responses.to_vec();
+    let error: Option<SchemaFn> = Some(of::<ErrorBody<'static>>);
+    let mut statuses: Vec<(u16, &str, Option<SchemaFn>)> = route.responses.to_vec();
     let mut add = |status: u16, description: &'static str| {
         if !statuses.iter().any(|(known, ..)| *known == status) {
-            statuses.push((status, description, "Error"));
+            statuses.push((status, description, error));
         }
     };
     if body.is_some() {
@@ -78,8 +104,8 @@ fn operation(route: &Route, path: &str, body: Option<(&str, bool)>) -> Value {
     let mut responses = Map::new();
     for (status, description, schema) in statuses {
         let mut response = json!({ "description": description });
-        if !schema.is_empty() {
-            response["content"] = json!({ "application/json": { "schema": schema_ref(schema) } });
+        if let Some(schema) = schema {
+            response["content"] = json_content(schema(generator));
         }
         let links: Map<String, Value> = route
             .links
@@ -99,15 +125,14 @@ fn operation(route: &Route, path: &str, body: Option<(&str, bool)>) -> Value {
     }
     let mut parameters: Vec<Value> = params
         .iter()
-        .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": path_parameter(path, name) }))
+        .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": path_parameter(generator, path, name) }))
         .collect();
     parameters.extend(route.query.map(|schema| {
-        json!({ "name": "filter", "in": "query", "style": "form", "explode": true, "schema": schema_ref(schema) })
+        json!({ "name": "filter", "in": "query", "style": "form", "explode": true, "schema": schema(generator) })
     }));
     let mut operation = json!({ "summary": route.summary, "responses": responses, "parameters": parameters });
     if let Some((schema, required)) = body {
-        operation["requestBody"] =
-            json!({ "required": required, "content": { "application/json": { "schema": schema_ref(schema) } } });
+        operation["requestBody"] = json!({ "required": required, "content": json_content(schema(generator)) });
     }
     if public {
         operation["security"] = json!([]);
@@ -115,8 +140,20 @@ fn operation(route: &Route, path: &str, body: Option<(&str, bool)>) -> Value {
     operation
 }
 
-/// The document, built from `ROUTES`.
+/// The generator of the document's schemas: JSON Schema 2020-12 (OpenAPI 3.1's dialect), every
+/// named type defined once under `components/schemas`.
+fn generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|settings| {
+            settings.definitions_path = "/components/schemas".into();
+            settings.meta_schema = None;
+        })
+        .into_generator()
+}
+
+/// The document, built from `ROUTES` and the types they name.
 pub fn document() -> Value {
+    let mut generator = generator();
     let mut paths: Map<String, Value> = Map::new();
     let mut put = |path: String, method: &str, operation: Value| {
         let item = paths.entry(path).or_insert_with(|| json!({}));
@@ -131,16 +168,15 @@ pub fn document() -> Value {
         if route.path.ends_with("/{action}") {
             for (action, schema) in TODO_ACTIONS {
                 let path = route.path.replace("{action}", action);
-                put(path.clone(), route.method, operation(route, &path, Some((schema, false))));
+                put(path.clone(), route.method, operation(&mut generator, route, &path, Some((schema, false))));
             }
         } else {
-            put(route.path.to_string(), route.method, operation(route, route.path, body));
+            put(route.path.to_string(), route.method, operation(&mut generator, route, route.path, body));
         }
     }
-    let mut components = schemas::requests();
-    if let (Some(all), Value::Object(more)) = (components.as_object_mut(), schemas::responses()) {
-        all.extend(more);
-    }
+    // Path parameters name the queue by its own rule (`.` and `..` excluded); bodies by this one.
+    let _ = of::<QueueName>(&mut generator);
+    let components = generator.take_definitions(true);
     json!({
         "openapi": "3.1.0",
         "info": { "title": "Switchboard operator API", "version": env!("CARGO_PKG_VERSION"),

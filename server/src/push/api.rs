@@ -8,7 +8,8 @@
 use crate::extract::ManagedEndpoint;
 use crate::hook_sender;
 use crate::state::AppState;
-use crate::wire::{ApiResult, Args, parse_body};
+use crate::wire::{ApiResult, parse_body};
+use crate::wire_types::requests::{HookRequest, PresenceRequest, ShiftRequest, integer, read};
 use crate::wire_types::{HookAdded, HookBody, HookTestBody, Hooks, PresenceBody};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -51,11 +52,8 @@ pub async fn put_presence<S: Store>(
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     body: Bytes,
 ) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["presence", "for_seconds"])?;
-    let presence: Presence = args.str("presence")?.parse()?;
-    let view = set_operator_presence(&state, &endpoint, presence, args.opt_i64("for_seconds")?).await?;
+    let request: PresenceRequest = read(&parse_body(&body)?)?;
+    let view = set_operator_presence(&state, &endpoint, request.presence, integer(request.for_seconds)).await?;
     Ok(axum::Json(PresenceBody::from(&view)).into_response())
 }
 
@@ -72,10 +70,8 @@ pub async fn put_shift<S: Store>(
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     body: Bytes,
 ) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["shift"])?;
-    let view = set_shift(&state, &endpoint, args.opt_str("shift")?).await?;
+    let request: ShiftRequest = read(&parse_body(&body)?)?;
+    let view = set_shift(&state, &endpoint, request.shift.as_deref()).await?;
     Ok(axum::Json(PresenceBody::from(&view)).into_response())
 }
 
@@ -94,12 +90,10 @@ pub async fn add_hook<S: Store>(
     ManagedEndpoint { id: endpoint }: ManagedEndpoint,
     body: Bytes,
 ) -> ApiResult {
-    let body = parse_body(&body)?;
-    let args = Args::object(&body, "body")?;
-    args.only(&["url", "ignore_presence"])?;
-    let url = checked_hook_url(&state, args.str("url")?).await?;
+    let request: HookRequest = read(&parse_body(&body)?)?;
+    let url = checked_hook_url(&state, &request.url).await?;
     let (hook, secret) =
-        add_checked_hook(&state.store, &endpoint, &url, args.opt_bool("ignore_presence")?.unwrap_or(false)).await?;
+        add_checked_hook(&state.store, &endpoint, &url, request.ignore_presence.unwrap_or(false)).await?;
     Ok((StatusCode::CREATED, axum::Json(HookAdded { hook: HookBody::from(&hook), secret })).into_response())
 }
 

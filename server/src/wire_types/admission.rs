@@ -6,11 +6,12 @@ use models::admission::{Policy, QueueStatus};
 use models::identity::QueueIdentity;
 use models::store::{AuditRecord, QueueAdmission};
 use models::window::WindowSpec;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// An admission policy as the wire writes it (contract §3): the limits and the window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyBody {
     pub max_in_flight: Option<i64>,
     pub max_claims_per_window: Option<i64>,
@@ -29,7 +30,7 @@ impl From<&Policy> for PolicyBody {
 
 /// One policy the caller manages, with its status (REQ-10); a single policy's read adds its
 /// `detail` (usage, recent windows, audit tail).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AdmissionBody {
     pub scope: String,
     pub queue: String,
@@ -60,7 +61,7 @@ impl From<&QueueAdmission> for AdmissionBody {
 
 /// What a single policy's read adds: the current window's usage, the recent windows (newest
 /// first) and the audit tail.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyDetailBody {
     pub usage: UsageBody,
     pub windows: Vec<WindowUsageBody>,
@@ -68,21 +69,21 @@ pub struct PolicyDetailBody {
 }
 
 /// The current window's start and usage, both null without a window limit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UsageBody {
     pub window_start: Option<Millis>,
     pub used: Option<i64>,
 }
 
 /// One window's usage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WindowUsageBody {
     pub window_start: Millis,
     pub used: i64,
 }
 
 /// One audit record of a policy or a queue: who, when, and from what to what.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AuditBody {
     pub actor_human_id: Option<String>,
     pub actor_endpoint_id: Option<String>,
@@ -106,19 +107,19 @@ impl From<&AuditRecord> for AuditBody {
 }
 
 /// `{policies}`: every policy the caller manages.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Policies {
     pub policies: Vec<AdmissionBody>,
 }
 
 /// `{records}`: a policy's audit records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AuditRecords {
     pub records: Vec<AuditBody>,
 }
 
 /// One queue of MCP's `admission_status`: its policy and status, or `admitted` with no policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct QueueAdmissionEntry {
     pub queue: String,
     pub scope: String,
@@ -129,7 +130,7 @@ pub struct QueueAdmissionEntry {
 
 /// A queue's admission in `admission_status`: a policy's status and pending count, or the bare
 /// `admitted` of a queue without one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum EntryAdmission {
     Budgeted {
@@ -159,13 +160,13 @@ impl QueueAdmissionEntry {
 }
 
 /// `{queues}`: MCP's `admission_status`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct QueueAdmissions {
     pub queues: Vec<QueueAdmissionEntry>,
 }
 
 /// An agent's policy write (`set_admission_policy`): the queue, the policy saved, its status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PolicySaved {
     pub queue: String,
     pub policy: Option<PolicyBody>,
@@ -173,14 +174,14 @@ pub struct PolicySaved {
 }
 
 /// An agent's policy removal (`clear_admission_policy`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyCleared {
     pub queue: String,
     pub cleared: bool,
 }
 
 /// Pending todos removed from a queue by its owner (`discard_todo`, `clear_queue`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Removed {
     pub queue: String,
     pub removed: u64,

@@ -5,10 +5,11 @@ use super::{Millis, scope_string};
 use models::capacity::Capacity;
 use models::identity::QueueIdentity;
 use models::store::{Ingested, WebhookSummary};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A queue a webhook fans out to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TargetBody {
     pub scope: String,
     pub queue: String,
@@ -21,7 +22,7 @@ impl From<&QueueIdentity> for TargetBody {
 }
 
 /// A webhook as its owner lists it: never the secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WebhookBody {
     pub id: String,
     pub name: String,
@@ -39,13 +40,13 @@ impl From<&WebhookSummary> for WebhookBody {
 }
 
 /// `{webhooks}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Webhooks {
     pub webhooks: Vec<WebhookBody>,
 }
 
 /// A created webhook: where to deliver and the signing secret, shown once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WebhookCreated {
     pub id: String,
     pub name: String,
@@ -55,14 +56,14 @@ pub struct WebhookCreated {
 }
 
 /// A new signing secret, shown once, and when the replaced one stops verifying.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretRotated {
     pub secret: String,
     pub previous_secret_expires_at: Option<Millis>,
 }
 
 /// A delivery's answer: the todos it made (or made before, `deduped`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IngestedBody {
     pub todos: Vec<String>,
     pub deduped: bool,
@@ -75,18 +76,18 @@ impl From<&Ingested> for IngestedBody {
 }
 
 /// The install-wide pending cap per queue: what is set, and what is in force and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CapacityBody {
     pub setting: CapacitySetting,
     pub effective: CapacityEffective,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CapacitySetting {
     pub max_pending_per_queue: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CapacityEffective {
     pub max_pending_per_queue: i64,
     pub source: String,
@@ -107,13 +108,13 @@ impl From<&Capacity> for CapacityBody {
 }
 
 /// An owner's clear of a queue's pending todos.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClearedBody {
     pub removed: u64,
 }
 
 /// An owner's purge of a queue: every todo, whatever its state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PurgedBody {
     pub purged: u64,
 }

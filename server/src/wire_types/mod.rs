@@ -11,6 +11,7 @@ use models::admission::{AdmissionHint, AdmissionState, Headroom, PolicyStatus, Q
 use models::identity::{Owner, QueueIdentity};
 use models::store::{Claimed, ClaimedMany, DeferredQueue};
 use models::todo::{Created, CreatedByKind, Todo, TodoState};
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -18,6 +19,8 @@ mod admission;
 mod intake;
 mod principals;
 mod push;
+pub mod requests;
+mod text_schemas;
 
 pub use admission::*;
 pub use intake::*;
@@ -41,6 +44,20 @@ impl<'de> Deserialize<'de> for Millis {
     }
 }
 
+impl JsonSchema for Millis {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Instant".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "format": "date-time" })
+    }
+}
+
 fn millis(instant: Option<DateTime<Utc>>) -> Option<Millis> {
     instant.map(Millis)
 }
@@ -56,7 +73,7 @@ pub fn scope_string(identity: &QueueIdentity) -> String {
 /// A todo as every surface shows it. A listing leaves `payload` and `result` out (its
 /// `payload_size` says how big the payload is); a single todo carries both, null when unset. A
 /// pending todo of a budgeted queue carries its `admission` hint in listings (REQ-6).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TodoBody {
     pub id: String,
     pub scope: String,
@@ -125,7 +142,7 @@ impl TodoBody {
 
 /// The status a pending todo of a budgeted queue carries (REQ-6): `{state}` when admitted,
 /// `{state, reason, next_eligible_at, exact}` when deferred.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HintBody {
     pub state: AdmissionState,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
@@ -133,7 +150,7 @@ pub struct HintBody {
 }
 
 /// Why and until when a deferred todo waits.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DeferredHint {
     pub reason: Reason,
     pub next_eligible_at: Option<Millis>,
@@ -154,7 +171,7 @@ impl From<&AdmissionHint> for HintBody {
 }
 
 /// The policy status object of contract §3.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusBody {
     pub status: QueueStatus,
     pub max_in_flight: Option<i64>,
@@ -186,7 +203,7 @@ impl From<&PolicyStatus> for StatusBody {
 }
 
 /// Headroom on a successful budgeted claim (REQ-7).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HeadroomBody {
     pub max_in_flight: Option<i64>,
     pub in_flight: i64,
@@ -210,7 +227,7 @@ impl From<&Headroom> for HeadroomBody {
 }
 
 /// One entry of an empty `claim_next`'s `deferred` list (REQ-7).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DeferredBody {
     pub queue: String,
     pub scope: String,
@@ -234,7 +251,7 @@ impl From<&DeferredQueue> for DeferredBody {
 }
 
 /// A claim's answer: the todo, and the headroom when the queue has a policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimedBody {
     pub todo: TodoBody,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,7 +268,7 @@ impl From<&Claimed> for ClaimedBody {
 }
 
 /// A create's answer: the todo made, or the live one holding the idempotency key (`deduped`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CreatedBody {
     pub todo: TodoBody,
     pub deduped: bool,
@@ -264,7 +281,7 @@ impl From<&Created> for CreatedBody {
 }
 
 /// `{todo}`: one todo, in full.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OneTodo {
     pub todo: TodoBody,
 }
@@ -276,7 +293,8 @@ impl OneTodo {
 }
 
 /// `{todos}`: a listing, or the answers of a batch, in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "Todos_{T}")]
 pub struct Todos<T> {
     pub todos: Vec<T>,
 }
@@ -284,7 +302,7 @@ pub struct Todos<T> {
 /// `claim_next`'s answer over MCP: one claim (`empty: false`), several (`todos`, with `max`
 /// over 1), or none (`empty: true`, with the deferred list when a granted queue holds pending
 /// work it cannot admit now; a bare `empty: true` means no pending work at all).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ClaimNextBody {
     One {
@@ -325,6 +343,52 @@ impl ClaimNextBody {
             deferred: many.deferred.iter().map(DeferredBody::from).collect(),
         }
     }
+}
+
+/// `POST /api/v1/todos`'s answer: one create's, or a batch's, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TodoPushAnswer {
+    One(Box<CreatedBody>),
+    Batch(Todos<CreatedBody>),
+}
+
+/// `complete`'s answer over MCP: the todo, or with `ids` the todos completed together.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Completed {
+    One(Box<TodoBody>),
+    Many(Todos<TodoBody>),
+}
+
+/// A single todo's answer on the API: a claim's (with its headroom), or the todo.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TodoAnswer {
+    Claimed(ClaimedBody),
+    Todo(OneTodo),
+}
+
+/// The error envelope of contract §3: `{error, code, ...extras}` (`field` names a refused
+/// member, `state` a todo's state, and so on).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorBody<'a> {
+    pub error: &'a str,
+    #[schemars(schema_with = "error_codes")]
+    pub code: &'static str,
+    #[serde(flatten)]
+    pub extras: &'a serde_json::Map<String, Value>,
+}
+
+impl<'a> From<&'a models::error::Error> for ErrorBody<'a> {
+    fn from(error: &'a models::error::Error) -> ErrorBody<'a> {
+        ErrorBody { error: &error.message, code: error.code.as_str(), extras: &error.extras }
+    }
+}
+
+fn error_codes(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let codes: Vec<&str> = models::error::Code::ALL.iter().map(|code| code.as_str()).collect();
+    schemars::json_schema!({ "enum": codes })
 }
 
 #[cfg(test)]

@@ -4,11 +4,12 @@ use super::Millis;
 use models::identity::Owner;
 use models::scope::{Endpoint, Team, TeamRole};
 use models::store::ApiToken;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// An endpoint as the API lists it; its grant's queues as the vend request writes them (`inbox`
 /// for its own, `team:<id>/<queue>` for a team's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EndpointBody {
     pub id: String,
     pub slug: String,
@@ -43,7 +44,7 @@ impl From<&Endpoint> for EndpointBody {
 }
 
 /// A vend's answer: the endpoint, its MCP bearer (shown once) and the URL to connect to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct VendedBody {
     #[serde(flatten)]
     pub endpoint: EndpointBody,
@@ -52,13 +53,13 @@ pub struct VendedBody {
 }
 
 /// `{endpoints}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Endpoints {
     pub endpoints: Vec<EndpointBody>,
 }
 
 /// A minted operator token, shown once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MintedToken {
     pub token: String,
     pub label: Option<String>,
@@ -66,7 +67,7 @@ pub struct MintedToken {
 }
 
 /// An operator token as its human lists it: never the secret or its digest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TokenBody {
     pub id: String,
     pub label: Option<String>,
@@ -86,19 +87,19 @@ impl From<&ApiToken> for TokenBody {
 }
 
 /// `{tokens}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tokens {
     pub tokens: Vec<TokenBody>,
 }
 
 /// A new MCP credential for an endpoint, shown once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RotatedToken {
     pub token: String,
 }
 
 /// A team of the caller's, with the caller's role in it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TeamBody {
     pub id: String,
     pub slug: String,
@@ -113,7 +114,7 @@ impl TeamBody {
 }
 
 /// `{teams}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Teams {
     pub teams: Vec<TeamBody>,
 }

@@ -4,10 +4,11 @@ use super::Millis;
 use models::presence::Shift;
 use models::push::NotifyHook;
 use models::store::PresenceView;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `{presence, source, until, shift, pending}` (SPEC-0022's `presence` answer).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PresenceBody {
     pub presence: String,
     pub source: String,
@@ -29,7 +30,7 @@ impl From<&PresenceView> for PresenceBody {
 }
 
 /// A notify hook of an endpoint: never its secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HookBody {
     pub id: String,
     pub url: String,
@@ -55,20 +56,20 @@ impl From<&NotifyHook> for HookBody {
 }
 
 /// `{hooks}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Hooks {
     pub hooks: Vec<HookBody>,
 }
 
 /// A hook added: the hook and its signing secret, shown once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HookAdded {
     pub hook: HookBody,
     pub secret: String,
 }
 
 /// A test call's outcome: delivered (with the receiver's status), failed or refused (why).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum HookTestBody {
     Delivered { status: u16 },
