@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
 use crate::limits::{CHARGE_LEDGER_RETENTION_DAYS, DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
 use crate::scope::Reach;
-use crate::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
+use crate::store::{AuditRecord, Policies, PolicyActor, PolicyDetail, QueueAdmission};
 use crate::todo::TodoState;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
@@ -308,5 +308,51 @@ impl State {
             .collect();
         records.sort_by_key(|(seq, record)| std::cmp::Reverse((record.at, *seq)));
         records.into_iter().take(limit.clamp(1, 1000) as usize).map(|(_, record)| record.clone()).collect()
+    }
+}
+
+/// The policies role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Policies for ModelStore {
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
+        Ok(self.all_admissions_tx())
+    }
+
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        let state = self.lock();
+        Ok(self.admissions_of(&state, identities, Pending::Count))
+    }
+
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        Ok(self.reach_admissions_tx(reach))
+    }
+
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        self.policy_detail_tx(identity)
+    }
+
+    async fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        self.set_policy_tx(identity, policy, actor)
+    }
+
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        self.clear_policy_tx(identity, actor)
+    }
+
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        Ok(self.policy_audit_tx(identity, limit))
+    }
+
+    async fn prune_usage(&self) -> Result<u64> {
+        Ok(self.prune_usage_tx())
+    }
+
+    async fn take_write_token(&self, key: &str, quota: crate::rate::Quota) -> Result<crate::rate::Verdict> {
+        Ok(self.take_write_token_tx(key, quota))
     }
 }

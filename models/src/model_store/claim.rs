@@ -13,7 +13,7 @@ use crate::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
 use crate::scope::Actor;
-use crate::store::{ClaimNext, Claimed, ClaimedMany};
+use crate::store::{ClaimNext, Claimed, ClaimedMany, Claims};
 use crate::todo::{Todo, TodoState};
 use chrono::{DateTime, Duration, Utc};
 
@@ -300,5 +300,27 @@ impl State {
         let used = charge.map(|window_start| self.charge(&identity, window_start, now));
         debug_assert!(todo.state == TodoState::Claimed && todo.attempt >= 1);
         Ok((todo, used))
+    }
+}
+
+/// The claims role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Claims for ModelStore {
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+        self.claim_next_tx(actor, queues, lease_seconds)
+    }
+
+    async fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        self.claim_next_many_tx(actor, queues, lease_seconds, max)
+    }
+
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        self.claim_tx(actor, id, lease_seconds)
     }
 }

@@ -16,6 +16,7 @@ use crate::identity::QueueIdentity;
 use crate::mutants;
 use crate::presence::Presence;
 use crate::push::{self, HookCall, HookOutcome, NotifyHook};
+use crate::store::Hooks;
 use crate::todo::Todo;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -339,5 +340,34 @@ impl State {
             }
         }
         enqueued
+    }
+}
+
+/// The hooks role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Hooks for ModelStore {
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
+        self.add_hook_tx(endpoint_id, url, secret, ignore_presence)
+    }
+
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+        Ok(self.list_hooks_tx(endpoint_id))
+    }
+
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
+        self.hook_for_test_tx(endpoint_id, hook_id)
+    }
+
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
+        self.remove_hook_tx(endpoint_id, hook_id)
+    }
+
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
+        Ok(self.take_hook_calls_tx(replica_id))
+    }
+
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
+        self.finish_hook_call_tx(call_id, replica_id, outcome);
+        Ok(())
     }
 }

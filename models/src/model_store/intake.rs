@@ -13,7 +13,7 @@ use crate::capacity::{self, Capacity, CapacityEnv};
 use crate::error::{Code, Error, Result};
 use crate::identity::{Owner, QueueIdentity, ScopeRef};
 use crate::scope::HumanScope;
-use crate::store::PolicyActor;
+use crate::store::{Intake, PolicyActor};
 use crate::todo::{CreatedByKind, Todo, TodoState, validate_title};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -189,5 +189,43 @@ impl State {
             todo_ids: sample,
             at,
         });
+    }
+}
+
+/// The intake role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Intake for ModelStore {
+    async fn queue_capacity(&self) -> Result<Capacity> {
+        Ok(self.queue_capacity_tx())
+    }
+
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
+        self.set_queue_capacity_tx(max_pending, by_human_id)
+    }
+
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        self.discard_todo_tx(identity, id, by)
+    }
+
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        Ok(self.clear_queue_tx(identity, by))
+    }
+
+    async fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        self.edit_todo_tx(human, id, title, payload)
+    }
+
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        Ok(self.purge_queue_tx(identity, by))
+    }
+
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        self.delete_endpoint_tx(human, endpoint)
     }
 }

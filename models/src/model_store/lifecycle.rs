@@ -9,7 +9,7 @@ use super::{ModelStore, State};
 use crate::error::{Error, Result};
 use crate::push::DueReason;
 use crate::scope::Actor;
-use crate::store::SweepReport;
+use crate::store::{Lifecycle, SweepReport};
 use crate::todo::{Todo, TodoState, retry_backoff};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -193,4 +193,40 @@ fn complete_held(state: &mut State, id: &str, result: Option<Value>, now: DateTi
     let todo = todo.clone();
     state.close_attempt(id, now, "completed");
     Ok(todo)
+}
+
+/// The lifecycle role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Lifecycle for ModelStore {
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        self.heartbeat_tx(actor, id, lease_seconds)
+    }
+
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.complete_tx(actor, id, result)
+    }
+
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        self.complete_many_tx(actor, ids, result)
+    }
+
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.fail_tx(actor, id, result)
+    }
+
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.release_tx(actor, id)
+    }
+
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.retry_now_tx(actor, id)
+    }
+
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        Ok(self.reap_tx())
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        Ok(self.requeue_due_retries_tx())
+    }
 }

@@ -210,3 +210,32 @@ impl ModelStore {
         view
     }
 }
+
+/// The presence role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl crate::store::Presence for ModelStore {
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
+        self.presence_tx(endpoint_id)
+    }
+
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<Override>,
+        by: OverrideBy,
+    ) -> Result<PresenceView> {
+        self.set_presence_override_tx(endpoint_id, override_, by)
+    }
+
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
+        self.set_shift_tx(endpoint_id, shift)
+    }
+
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        self.presence_sweep_tx()
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        self.reconnect_digest_tx(endpoint_id, session_id)
+    }
+}

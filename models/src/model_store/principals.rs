@@ -13,7 +13,7 @@ use super::{EndpointRow, ModelStore, State, TokenRow, database_error, queue_name
 use crate::error::{Error, Result};
 use crate::identity::{Owner, QueueIdentity, ScopeRef};
 use crate::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole, check_principal_name, slugify};
-use crate::store::{AgentLookup, ApiToken, NewEndpoint};
+use crate::store::{AgentLookup, ApiToken, NewEndpoint, Principals};
 use std::collections::BTreeSet;
 
 impl ModelStore {
@@ -379,4 +379,58 @@ pub(super) fn scope_of(state: &State, human_id: &str) -> Option<HumanScope> {
         teams: teams.clone(),
         human,
     })
+}
+
+/// The principals role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Principals for ModelStore {
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        Ok(self.human_by_token_tx(token_hash))
+    }
+
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        Ok(self.agent_by_token_tx(slug, token_hash))
+    }
+
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        self.resolve_scope_tx(reach, scope)
+    }
+
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
+        self.vend_endpoint_tx(endpoint)
+    }
+
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
+        Ok(self.list_endpoints_tx(human))
+    }
+
+    async fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.mint_token_tx(human_id, label, token_hash, expires_in_seconds)
+    }
+
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<ApiToken>> {
+        Ok(self.list_tokens_tx(human_id))
+    }
+
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
+        self.revoke_token_tx(human_id, token_id)
+    }
+
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
+        self.revoke_endpoint_tx(endpoint_id)
+    }
+
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        self.rotate_endpoint_tx(endpoint_id, token_hash)
+    }
+
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
+        Ok(self.list_teams_tx(human))
+    }
 }

@@ -23,7 +23,7 @@ use crate::identity::{Owner, QueueIdentity};
 use crate::mutants;
 use crate::presence::{Override, Presence};
 use crate::push::{self, DigestReason, DueReason, PushReport, Ring, RingReason};
-use crate::store::OverrideBy;
+use crate::store::{OverrideBy, Push};
 use crate::todo::{Todo, TodoState};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -551,5 +551,42 @@ impl State {
             session.last_rung_at = Some(now);
         }
         Ok(ring)
+    }
+}
+
+/// The push role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Push for ModelStore {
+    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
+        self.open_session_tx(endpoint_id)
+    }
+
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
+        Ok(self.attach_session_tx(endpoint_id, session_id, replica_id))
+    }
+
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
+        self.detach_session_tx(session_id, replica_id);
+        Ok(())
+    }
+
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
+        Ok(self.refresh_sessions_tx(replica_id, session_ids))
+    }
+
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
+        Ok(self.rings_since_tx(session_id, after_seq))
+    }
+
+    async fn dispatch_pushes(&self) -> Result<PushReport> {
+        self.dispatch_pushes_tx()
+    }
+
+    async fn reopen_sweep(&self) -> Result<PushReport> {
+        self.reopen_sweep_tx()
+    }
+
+    async fn heartbeat_sweep(&self) -> Result<PushReport> {
+        self.heartbeat_sweep_tx()
     }
 }

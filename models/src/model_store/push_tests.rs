@@ -4,7 +4,8 @@
 use super::tests::{World, at, run};
 use crate::presence::{self, Presence};
 use crate::push::{self, HookOutcome, RingReason};
-use crate::store::{ClaimNext, Clock, OverrideBy, Store};
+use crate::store::prelude::*;
+use crate::store::{ClaimNext, Clock, OverrideBy};
 use chrono::Duration;
 use serde_json::json;
 

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
 use crate::push::DueReason;
 use crate::scope::Actor;
-use crate::store::{TodoQuery, TodoSet};
+use crate::store::{TodoQuery, TodoSet, Todos};
 use crate::todo::{Created, NewTodo, Todo, TodoState, payload_size_bytes, validate_batch};
 use chrono::{DateTime, Utc};
 
@@ -162,5 +162,25 @@ impl State {
         let pending =
             self.todos.values().filter(|t| t.state == TodoState::Pending && &t.identity == identity).count() as i64;
         crate::capacity::check_room(identity, pending, max)
+    }
+}
+
+/// The todos role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Todos for ModelStore {
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
+        self.create_todo_tx(todo)
+    }
+
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        self.create_todos_tx(todos)
+    }
+
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        Ok(self.list_todos_tx(query))
+    }
+
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.get_todo_tx(actor, id)
     }
 }

@@ -8,7 +8,7 @@
 use super::{ModelStore, WebhookRow, database_error, queue_name_ok};
 use crate::error::{Code, Error, Result};
 use crate::identity::QueueIdentity;
-use crate::store::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary};
+use crate::store::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary, Webhooks};
 use crate::todo::NewTodo;
 
 impl ModelStore {
@@ -137,11 +137,40 @@ impl ModelStore {
     }
 }
 
+/// The webhooks role on the model: each method is one of the transactions above, run under the
+/// state lock.
+impl Webhooks for ModelStore {
+    async fn create_webhook(&self, owner: &str, name: &str, secret: &str, targets: &[QueueIdentity]) -> Result<String> {
+        self.create_webhook_tx(owner, name, secret, targets)
+    }
+
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<WebhookSummary>> {
+        Ok(self.list_webhooks_tx(owner_human_id))
+    }
+
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
+        self.delete_webhook_tx(owner_human_id, webhook_id)
+    }
+
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        self.rotate_webhook_secret_tx(owner_human_id, webhook_id, secret)
+    }
+
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
+        Ok(self.webhook_for_ingest_tx(webhook_id))
+    }
+
+    async fn ingest(&self, webhook_id: &str, delivery_id: &str, todos: Vec<NewTodo>) -> Result<Ingested> {
+        self.ingest_tx(webhook_id, delivery_id, todos)
+    }
+}
+
 #[cfg(test)]
 mod grace_tests {
     use super::super::tests::{World, run};
     use crate::limits::WEBHOOK_SECRET_GRACE_SECONDS;
-    use crate::store::{Clock, PreviousSecret, Store};
+    use crate::store::prelude::*;
+    use crate::store::{Clock, PreviousSecret};
     use chrono::Duration;
 
     // Issue #14
