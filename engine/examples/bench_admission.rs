@@ -25,7 +25,8 @@ use engine::testing::fresh_database;
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{ClaimNext, Store, SystemClock};
+use models::store::prelude::*;
+use models::store::{ClaimNext, SystemClock};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -17,7 +17,8 @@ mod fake_data;
 
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
-use models::store::{NewEndpoint, Store, SystemClock};
+use models::store::prelude::*;
+use models::store::{NewEndpoint, SystemClock};
 use models::todo::{CreatedByKind, NewTodo};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,7 +8,8 @@ use models::admission::Reason;
 use models::error::Code;
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{ClaimNext, Store};
+use models::store::ClaimNext;
+use models::store::prelude::*;
 use models::todo::{CreatedByKind, NewTodo, TodoState};
 use serde_json::json;
 use support::{

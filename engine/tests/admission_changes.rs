@@ -8,7 +8,7 @@ use chrono::Duration;
 use engine::PoolSettings;
 use models::admission::Reason;
 use models::error::Code;
-use models::store::Store;
+use models::store::prelude::*;
 use models::todo::TodoState;
 use serde_json::json;
 use support::{

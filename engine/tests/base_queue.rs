@@ -5,7 +5,8 @@ mod support;
 
 use chrono::Duration;
 use models::error::Code;
-use models::store::{ClaimNext, Store};
+use models::store::ClaimNext;
+use models::store::prelude::*;
 use models::todo::{TodoState, retry_backoff};
 use serde_json::json;
 use support::{World, granted, new_todo, queue_of};

@@ -5,7 +5,8 @@
 mod support;
 
 use models::error::Code;
-use models::store::{Store, TodoQuery, TodoSet};
+use models::store::prelude::*;
+use models::store::{TodoQuery, TodoSet};
 use models::todo::{Created, NewTodo, TodoState};
 use serde_json::json;
 use support::{World, new_todo, queue_of};

@@ -5,7 +5,8 @@
 mod support;
 
 use models::admission::Reason;
-use models::store::{PolicyActor, Store};
+use models::store::PolicyActor;
+use models::store::prelude::*;
 use serde_json::json;
 use support::{World, agent_world, at, claimed, deferred, granted, push_n, queue_of, set_policy};
 

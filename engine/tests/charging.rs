@@ -7,7 +7,8 @@ mod support;
 
 use chrono::Duration;
 use models::scope::Actor;
-use models::store::{ClaimNext, Store};
+use models::store::ClaimNext;
+use models::store::prelude::*;
 use models::todo::TodoState;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -6,7 +6,7 @@ mod support;
 
 use models::admission::Reason;
 use models::error::Code;
-use models::store::Store;
+use models::store::prelude::*;
 use models::todo::TodoState;
 use serde_json::json;
 use support::{agent_world, daily_pacific, granted, push_n, queue_of, set_policy};

@@ -19,7 +19,7 @@ mod support;
 
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
-use models::store::Store;
+use models::store::prelude::*;
 use serde_json::{Value, json};
 use support::plans::{logged_plans, scans};
 use support::{agent_world, claimed, deferred, queue_of, set_policy};

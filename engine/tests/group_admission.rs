@@ -10,7 +10,8 @@
 mod support;
 
 use models::admission::Reason;
-use models::store::{ClaimNext, Store};
+use models::store::ClaimNext;
+use models::store::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 use support::{World, agent_world, charged, claimed, daily_pacific, deferred, granted, push_n, queue_of, set_policy};

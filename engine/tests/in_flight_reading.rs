@@ -8,7 +8,7 @@ mod support;
 use chrono::Duration;
 use models::admission::Reason;
 use models::error::Code;
-use models::store::Store;
+use models::store::prelude::*;
 use serde_json::json;
 use support::{agent_world, at, claimed, granted, queue_of, set_policy};
 

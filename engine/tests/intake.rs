@@ -4,7 +4,8 @@
 mod support;
 
 use models::error::Code;
-use models::store::{ClaimNext, PolicyActor, Store};
+use models::store::prelude::*;
+use models::store::{ClaimNext, PolicyActor};
 use models::todo::TodoState;
 use support::{World, granted, new_todo, queue_of};
 

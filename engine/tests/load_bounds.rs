@@ -11,7 +11,7 @@ mod support;
 use engine::{PgStore, PoolSettings};
 use models::admission::Reason;
 use models::error::Code;
-use models::store::Store;
+use models::store::prelude::*;
 use serde_json::json;
 use std::time::Duration;
 use support::{World, agent_world, charged, claimed, daily_pacific, deferred, granted, queue_of, set_policy};

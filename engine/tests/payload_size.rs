@@ -6,7 +6,8 @@
 mod support;
 
 use models::scope::Actor;
-use models::store::{ClaimNext, Store, TodoQuery, TodoSet};
+use models::store::prelude::*;
+use models::store::{ClaimNext, TodoQuery, TodoSet};
 use models::todo::payload_size_bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -11,7 +11,8 @@ use models::identity::QueueIdentity;
 use models::presence::Shift;
 use models::push::{HookOutcome, RingReason};
 use models::scope::Actor;
-use models::store::{Clock, OverrideBy, PolicyActor, Store};
+use models::store::prelude::*;
+use models::store::{Clock, OverrideBy, PolicyActor};
 use models::window::WindowSpec;
 use support::World;
 

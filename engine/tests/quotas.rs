@@ -3,7 +3,7 @@
 
 mod support;
 
-use models::store::Store;
+use models::store::prelude::*;
 use models::todo::{CreatedByKind, NewTodo};
 use std::collections::HashSet;
 use support::{World, new_todo, queue_of};

@@ -5,7 +5,8 @@ mod support;
 
 use chrono::Duration;
 use models::limits::WEBHOOK_SECRET_GRACE_SECONDS;
-use models::store::{PreviousSecret, Store};
+use models::store::PreviousSecret;
+use models::store::prelude::*;
 use support::{World, granted};
 
 // Issue #14

@@ -12,7 +12,8 @@ use engine::pg_store::{hash_token, new_token};
 use models::admission::Policy;
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{AgentLookup, NewEndpoint, PolicyActor, Store};
+use models::store::prelude::*;
+use models::store::{AgentLookup, NewEndpoint, PolicyActor};
 use serde_json::json;
 
 /// The endpoint a benchmark claims as: its scope for engine loops, its slug and bearer for MCP.

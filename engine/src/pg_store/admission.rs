@@ -13,7 +13,7 @@ use models::limits::{
     CHARGE_LEDGER_RETENTION_DAYS, CLAIM_HISTORY_MAX, DETAIL_AUDIT_MAX, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS,
 };
 use models::scope::Reach;
-use models::store::{AuditRecord, PolicyActor, PolicyDetail, QueueAdmission};
+use models::store::{AuditRecord, Policies, PolicyActor, PolicyDetail, QueueAdmission};
 use models::what_if::PastClaim;
 use serde_json::Value;
 
@@ -497,4 +497,48 @@ async fn audit(
     .await
     .map_err(db_error)?;
     Ok(())
+}
+
+/// The policies role on PostgreSQL: the transactions above, and `write_limits.rs`'s write token.
+impl Policies for PgStore {
+    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
+        self.all_admissions_tx().await
+    }
+
+    async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
+        self.queue_admissions_tx(identities, super::admission::Pending::Count).await
+    }
+
+    async fn reach_admissions(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
+        self.reach_admissions_tx(reach).await
+    }
+
+    async fn policy_detail(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {
+        self.policy_detail_tx(identity).await
+    }
+
+    async fn set_policy(
+        &self,
+        identity: &QueueIdentity,
+        policy: &Policy,
+        actor: &PolicyActor,
+    ) -> Result<QueueAdmission> {
+        self.set_policy_tx(identity, policy, actor).await
+    }
+
+    async fn clear_policy(&self, identity: &QueueIdentity, actor: &PolicyActor) -> Result<()> {
+        self.clear_policy_tx(identity, actor).await
+    }
+
+    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
+        self.policy_audit_tx(identity, limit).await
+    }
+
+    async fn prune_usage(&self) -> Result<u64> {
+        self.prune_usage_tx().await
+    }
+
+    async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict> {
+        self.take_write_token_tx(key, quota).await
+    }
 }

@@ -43,7 +43,7 @@ use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::scope::Actor;
-use models::store::{ClaimNext, Claimed};
+use models::store::{ClaimNext, Claimed, ClaimedMany, Claims};
 use models::todo::{Todo, TodoState};
 use sqlx::{Postgres, Transaction};
 
@@ -52,7 +52,7 @@ mod read_first;
 mod statement;
 
 pub(crate) use read_first::ReadAhead;
-use statement::{Charge, claim_locked};
+use statement::{Charge, claim_locked, with_headroom};
 
 /// A candidate locked by step 1. `claim` names a todo that may not be claimable, so it carries
 /// the locked row to check at the clock of step 4; `claim_next` picked a claimable one, and
@@ -540,36 +540,6 @@ async fn charges(
     Ok((charged, units))
 }
 
-/// The claims of one statement, each with its headroom as it stood right after that claim (REQ-7):
-/// the window's usage counted up from `used_before` (the usage before the statement's charge),
-/// one unit per claim that was charged to `charged_window`, and the in-flight count `decide` saw
-/// for it.
-fn with_headroom(
-    policy: &Policy,
-    charged_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
-    todos: Vec<Todo>,
-    charged: &[bool],
-    seen: &[Observation],
-    used_before: Option<i64>,
-) -> Vec<Claimed> {
-    let mut used_so_far = used_before;
-    todos
-        .into_iter()
-        .zip(charged)
-        .zip(seen)
-        .map(|((todo, &charged), seen)| {
-            let used = if charged {
-                used_so_far = used_so_far.map(|used| used + 1);
-                used_so_far
-            } else {
-                None
-            };
-            let headroom = Headroom::after_claim(policy, seen.in_flight, used, charged_window);
-            Claimed { todo, admission: Some(headroom) }
-        })
-        .collect()
-}
-
 fn unavailable() -> Admission {
     let refusal =
         Refusal { reason: Reason::AdmissionUnavailable, hint: admission::unavailable_status().hint, now: None };
@@ -584,5 +554,26 @@ fn check_claimable(candidate: &Candidate, now: DateTime<Utc>) -> Result<()> {
             Err(Error::conflict_state("the todo is not claimable", todo.state.as_str()))
         }
         _ => Ok(()),
+    }
+}
+
+/// The claims role on PostgreSQL: the transactions above, and `claim_many.rs`'s batch of them.
+impl Claims for PgStore {
+    async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
+        self.claim_next_tx(actor, queues, lease_seconds).await
+    }
+
+    async fn claim_next_many(
+        &self,
+        actor: &Actor,
+        queues: &[QueueIdentity],
+        lease_seconds: i64,
+        max: usize,
+    ) -> Result<ClaimedMany> {
+        self.claim_next_many_tx(actor, queues, lease_seconds, max).await
+    }
+
+    async fn claim(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Claimed> {
+        self.claim_tx(actor, id, lease_seconds).await
     }
 }

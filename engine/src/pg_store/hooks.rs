@@ -14,6 +14,7 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use models::error::{Code, Error, Result};
 use models::identity::QueueIdentity;
 use models::push::{self, HOOK_DEFERRED_AT_SEND, HookCall, HookOutcome, NotifyHook};
+use models::store::Hooks;
 use serde_json::Value;
 use sqlx::{Postgres, Transaction};
 
@@ -373,4 +374,31 @@ async fn lease_within_rate(
         body: row.body,
         attempts: row.attempts,
     }))
+}
+
+/// The hooks role on PostgreSQL: each method is one of the transactions above.
+impl Hooks for PgStore {
+    async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
+        self.add_hook_tx(endpoint_id, url, secret, ignore_presence).await
+    }
+
+    async fn list_hooks(&self, endpoint_id: &str) -> Result<Vec<NotifyHook>> {
+        self.list_hooks_tx(endpoint_id).await
+    }
+
+    async fn hook_for_test(&self, endpoint_id: &str, hook_id: &str) -> Result<(NotifyHook, String)> {
+        self.hook_for_test_tx(endpoint_id, hook_id).await
+    }
+
+    async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()> {
+        self.remove_hook_tx(endpoint_id, hook_id).await
+    }
+
+    async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>> {
+        self.take_hook_calls_tx(replica_id).await
+    }
+
+    async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
+        self.finish_hook_call_tx(call_id, replica_id, outcome).await
+    }
 }

@@ -19,7 +19,7 @@ use models::error::{Code, Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
 use models::limits::{CANCELLATION_AUDIT_IDS_MAX, CANCELLATION_BATCH_MAX};
 use models::scope::HumanScope;
-use models::store::PolicyActor;
+use models::store::{Intake, PolicyActor};
 use models::todo::{CreatedByKind, NewTodo, Todo, TodoState, validate_title};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -389,4 +389,41 @@ async fn record_cancellation(
     .await
     .map_err(db_error)?;
     Ok(())
+}
+
+/// The intake role on PostgreSQL: each method is one of the transactions above.
+impl Intake for PgStore {
+    async fn queue_capacity(&self) -> Result<models::capacity::Capacity> {
+        self.queue_capacity_tx().await
+    }
+
+    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<models::capacity::Capacity> {
+        self.set_queue_capacity_tx(max_pending, by_human_id).await
+    }
+
+    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
+        self.discard_todo_tx(identity, id, by).await
+    }
+
+    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.clear_queue_tx(identity, by).await
+    }
+
+    async fn edit_todo(
+        &self,
+        human: &HumanScope,
+        id: &str,
+        title: Option<String>,
+        payload: Option<Value>,
+    ) -> Result<Todo> {
+        self.edit_todo_tx(human, id, title, payload).await
+    }
+
+    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
+        self.purge_queue_tx(identity, by).await
+    }
+
+    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
+        self.delete_endpoint_tx(human, endpoint).await
+    }
 }

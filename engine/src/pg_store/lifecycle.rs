@@ -11,7 +11,7 @@ use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Duration, Utc};
 use models::error::{Error, Result};
 use models::scope::Actor;
-use models::store::SweepReport;
+use models::store::{Lifecycle, SweepReport};
 use models::todo::{Todo, TodoState, retry_backoff};
 use serde_json::Value;
 use sqlx::{Postgres, Transaction};
@@ -312,4 +312,39 @@ async fn close_attempt(
         .await
         .map_err(db_error)?;
     Ok(())
+}
+
+/// The lifecycle role on PostgreSQL: each method is one of the transactions above.
+impl Lifecycle for PgStore {
+    async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
+        self.heartbeat_tx(actor, id, lease_seconds).await
+    }
+
+    async fn complete(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.complete_tx(actor, id, result).await
+    }
+
+    async fn complete_many(&self, actor: &Actor, ids: &[String], result: Option<Value>) -> Result<Vec<Todo>> {
+        self.complete_many_tx(actor, ids, result).await
+    }
+
+    async fn fail(&self, actor: &Actor, id: &str, result: Option<Value>) -> Result<Todo> {
+        self.fail_tx(actor, id, result).await
+    }
+
+    async fn release(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.release_tx(actor, id).await
+    }
+
+    async fn retry_now(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.retry_now_tx(actor, id).await
+    }
+
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        self.reap_tx().await
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        self.requeue_due_retries_tx().await
+    }
 }

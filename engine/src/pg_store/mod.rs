@@ -1,15 +1,18 @@
 //! `PgStore`: the `Store` on PostgreSQL, one transaction per method.
 //!
-//! Split by concept: `principals` (humans, teams, endpoints, tokens), `todos` (create, list,
-//! read), `claim` (the claim transaction), `lifecycle` (heartbeat, complete, fail, release,
-//! retry, and the sweeps), `admission` (policies, their audit, derived status, usage pruning),
-//! `intake` (capacity, remove, clear, edit, purge), `webhooks` (registration and ingest), `push`
-//! and `hooks` (push decisions and the hook outbox), `store_impl` (the `Store` trait over these),
-//! `mutant_hooks` (where the seeded bugs reach this store). Below them all: `rows` (the rows
-//! several transactions read, and the row locks) and `sql` (shared SQL fragments and placeholder
-//! numbering); they import no transaction module, so dependencies run one way. Every query is
-//! parameterised; every transaction is committed or dropped (which rolls back) on every path, so
-//! a cancelled request changes nothing. The claim transaction step by step: `docs/architecture.md`.
+//! Split by concept: `principals` (humans, teams, endpoints, tokens), `bootstrap` (the CLI's
+//! first humans and teams), `todos` (create, list, read), `claim` (the claim transaction),
+//! `lifecycle` (heartbeat, complete, fail, release, retry, and the sweeps), `admission`
+//! (policies, their audit, derived status, usage pruning), `intake` (capacity, remove, clear,
+//! edit, purge), `webhooks` (registration and ingest), `push` and `hooks` (push decisions and
+//! the hook outbox), `mutant_hooks` (where the seeded bugs reach this store). Each concept's
+//! module implements its role trait of `models::store` (`Claims` in `claim`, `Policies` in
+//! `admission`, `Presence` in `push::presence`, …); this module implements `Store` itself.
+//! Below them all: `rows` (the rows several transactions read, and the row locks) and `sql`
+//! (shared SQL fragments and placeholder numbering); they import no transaction module, so
+//! dependencies run one way. Every query is parameterised; every transaction is committed or
+//! dropped (which rolls back) on every path, so a cancelled request changes nothing. The claim
+//! transaction step by step: `docs/architecture.md`.
 
 /// Builds SQL text from constant fragments (`sql::TODO_COLUMNS`, `sql::CLAIMABLE`, placeholders
 /// numbered by `sql::Binds`). Values never go into the text: every one is a bind parameter (REQ-13).
@@ -31,6 +34,7 @@ macro_rules! or_rollback {
 mod admission;
 mod batch;
 mod board_reads;
+mod bootstrap;
 mod claim;
 mod claim_many;
 mod claim_unbudgeted;
@@ -45,7 +49,6 @@ mod push;
 mod removal;
 mod rows;
 mod sql;
-mod store_impl;
 mod todos;
 mod webhooks;
 mod write_limits;
@@ -54,7 +57,7 @@ use chrono::{DateTime, Utc};
 use models::counters::Counters;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
-use models::store::Clock;
+use models::store::{Clock, Store};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use std::str::FromStr;
@@ -62,7 +65,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use board_reads::{QueueCounts, SessionSeen, TodoCursor};
-pub use principals::{BootstrapError, hash_token, new_token};
+pub use bootstrap::BootstrapError;
+pub use principals::{hash_token, new_token};
 pub use push::{PUSH_CHANNEL, ring_announcement};
 pub use removal::{HumanRemoval, MemberRemoval};
 
@@ -376,4 +380,16 @@ fn connection_lost(code: &str) -> bool {
 /// and foreign read the same).
 pub(crate) fn touched(done: sqlx::postgres::PgQueryResult) -> Result<()> {
     if done.rows_affected() == 0 { Err(Error::not_found()) } else { Ok(()) }
+}
+
+/// `PgStore` as a whole `Store`: its counters, and a round trip to the database.
+impl Store for PgStore {
+    fn counters(&self) -> &models::counters::Counters {
+        &self.counters
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(db_error)?;
+        Ok(())
+    }
 }

@@ -7,8 +7,8 @@ use super::{PgStore, db_error, finish, touched};
 use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::identity::{Owner, QueueIdentity, ScopeRef};
-use models::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole, check_principal_name, slugify};
-use models::store::{AgentLookup, ApiToken, NewEndpoint};
+use models::scope::{AgentScope, Endpoint, Human, HumanScope, Reach, Team, TeamRole, slugify};
+use models::store::{AgentLookup, ApiToken, NewEndpoint, Principals};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -66,135 +66,14 @@ pub fn hash_token(token: &str) -> String {
     Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Bootstrap failures the CLI reports with a clear message and exit status.
-#[derive(Debug)]
-pub enum BootstrapError {
-    NotFound(String),
-    Invalid(String),
-    Database(sqlx::Error),
-}
-
-impl std::fmt::Display for BootstrapError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BootstrapError::NotFound(what) => write!(f, "not found: {what}"),
-            BootstrapError::Invalid(what) => write!(f, "invalid: {what}"),
-            BootstrapError::Database(error) => write!(f, "database error: {error}"),
-        }
-    }
-}
-
-impl From<sqlx::Error> for BootstrapError {
-    fn from(error: sqlx::Error) -> Self {
-        BootstrapError::Database(error)
-    }
-}
-
-fn random_suffix() -> String {
+/// Eight random hex digits that make a generated slug unique.
+pub(super) fn random_suffix() -> String {
     let mut bytes = [0_u8; 4];
     rand::rng().fill_bytes(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl PgStore {
-    /// `switchboard admin human add`: creates (or finds) human `name`, optionally making them an
-    /// instance admin, and mints an operator API token for them.
-    pub async fn bootstrap_human(&self, name: &str, admin: bool) -> Result<(Human, String), BootstrapError> {
-        check_principal_name(name).map_err(|problem| BootstrapError::Invalid(problem.into()))?;
-        let mut tx = self.pool.begin().await?;
-        let (id, name, instance_admin): (String, String, bool) = sqlx::query_as(
-            "INSERT INTO humans (id, name, instance_admin) \
-             VALUES ('hu_' || replace(gen_random_uuid()::text, '-', ''), $1, $2) \
-             ON CONFLICT (name) DO UPDATE SET instance_admin = humans.instance_admin OR EXCLUDED.instance_admin \
-             RETURNING id, name, instance_admin",
-        )
-        .bind(name)
-        .bind(admin)
-        .fetch_one(&mut *tx)
-        .await?;
-        let token = new_token("sbh_");
-        sqlx::query("INSERT INTO api_tokens (token_hash, human_id, label) VALUES ($1, $2, 'bootstrap')")
-            .bind(hash_token(&token))
-            .bind(&id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok((Human { id, name, instance_admin }, token))
-    }
-
-    /// `switchboard admin team add NAME --owner HUMAN`.
-    pub async fn bootstrap_team(&self, name: &str, owner_name: &str) -> Result<Team, BootstrapError> {
-        check_principal_name(name).map_err(|problem| BootstrapError::Invalid(problem.into()))?;
-        let mut tx = self.pool.begin().await?;
-        let owner: Option<String> = sqlx::query_scalar("SELECT id FROM humans WHERE name = $1 OR id = $1")
-            .bind(owner_name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let owner = owner.ok_or_else(|| BootstrapError::NotFound(format!("human {owner_name}")))?;
-        let existing: Option<(String, String, String)> =
-            sqlx::query_as("SELECT id, slug, name FROM teams WHERE name = $1")
-                .bind(name)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let (id, slug, name) = match existing {
-            Some(team) => team,
-            None => {
-                sqlx::query_as(
-                    "INSERT INTO teams (id, slug, name) VALUES ('tm_' || replace(gen_random_uuid()::text, '-', ''), $1, $2) \
-                     RETURNING id, slug, name",
-                )
-                .bind(format!("{}-{}", slugify(name), random_suffix()).chars().take(63).collect::<String>())
-                .bind(name)
-                .fetch_one(&mut *tx)
-                .await?
-            }
-        };
-        sqlx::query(
-            "INSERT INTO team_members (team_id, human_id, role) VALUES ($1, $2, 'owner') \
-             ON CONFLICT (team_id, human_id) DO UPDATE SET role = 'owner'",
-        )
-        .bind(&id)
-        .bind(&owner)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Team { id, slug, name })
-    }
-
-    /// `switchboard admin team member add TEAM HUMAN --role ROLE`.
-    pub async fn bootstrap_member(
-        &self,
-        team: &str,
-        human: &str,
-        role: TeamRole,
-    ) -> Result<(Team, Human), BootstrapError> {
-        let mut tx = self.pool.begin().await?;
-        let found: Option<(String, String, String)> =
-            sqlx::query_as("SELECT id, slug, name FROM teams WHERE id = $1 OR slug = $1 OR name = $1")
-                .bind(team)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let (team_id, slug, team_name) = found.ok_or_else(|| BootstrapError::NotFound(format!("team {team}")))?;
-        let found: Option<(String, String, bool)> =
-            sqlx::query_as("SELECT id, name, instance_admin FROM humans WHERE id = $1 OR name = $1")
-                .bind(human)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let (human_id, name, instance_admin) =
-            found.ok_or_else(|| BootstrapError::NotFound(format!("human {human}")))?;
-        sqlx::query(
-            "INSERT INTO team_members (team_id, human_id, role) VALUES ($1, $2, $3) \
-             ON CONFLICT (team_id, human_id) DO UPDATE SET role = EXCLUDED.role",
-        )
-        .bind(&team_id)
-        .bind(&human_id)
-        .bind(role.as_str())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok((Team { id: team_id, slug, name: team_name }, Human { id: human_id, name, instance_admin }))
-    }
-
     pub(crate) async fn human_by_token_tx(&self, token_hash: &str) -> Result<Option<HumanScope>> {
         self.human_scope_of(
             "FROM api_tokens k JOIN humans h ON h.id = k.human_id WHERE k.token_hash = $1 AND k.revoked_at IS NULL \
@@ -558,5 +437,62 @@ impl PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)
+    }
+}
+
+/// The principals role on PostgreSQL: each method is one of the transactions above.
+impl Principals for PgStore {
+    async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
+        self.human_by_token_tx(token_hash).await
+    }
+
+    async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        self.agent_by_token_tx(slug, token_hash).await
+    }
+
+    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
+        self.resolve_scope_tx(reach, scope).await
+    }
+
+    async fn resolve_teams(&self, reach: &Reach, references: &[String]) -> Result<Vec<String>> {
+        self.resolve_teams_tx(reach, references).await
+    }
+
+    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
+        self.vend_endpoint_tx(endpoint).await
+    }
+
+    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
+        self.endpoints_by_ids(&human.reach.endpoint_ids).await
+    }
+
+    async fn mint_token(
+        &self,
+        human_id: &str,
+        label: Option<&str>,
+        token_hash: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<()> {
+        self.mint_token_tx(human_id, label, token_hash, expires_in_seconds).await
+    }
+
+    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
+        self.list_tokens_tx(human_id).await
+    }
+
+    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
+        self.revoke_token_tx(human_id, token_id).await
+    }
+
+    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
+        self.revoke_endpoint_tx(endpoint_id).await
+    }
+
+    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
+        self.rotate_endpoint_tx(endpoint_id, token_hash).await
+    }
+
+    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(models::scope::Team, models::scope::TeamRole)>> {
+        self.list_teams_tx(human).await
     }
 }

@@ -12,7 +12,7 @@
 //! lease nobody will finish. This module must never delete a todo or a human row.
 
 use super::PgStore;
-use super::principals::BootstrapError;
+use super::bootstrap::BootstrapError;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::identity::Owner;
 use models::scope::Actor;
-use models::store::{TodoQuery, TodoSet};
+use models::store::{TodoQuery, TodoSet, Todos};
 use models::todo::{Created, NewTodo, Todo};
 use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, PgConnection};
@@ -230,4 +230,23 @@ fn listing_binds(query: TodoQuery) -> Result<PgArguments> {
     add(arguments.add(query.state.map(|state| state.as_str())))?;
     add(arguments.add(query.limit.clamp(1, 1000)))?;
     Ok(arguments)
+}
+
+/// The todos role on PostgreSQL: the transactions above, and `batch.rs`'s for `create_todos`.
+impl Todos for PgStore {
+    async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
+        self.create_todo_tx(todo).await
+    }
+
+    async fn create_todos(&self, todos: Vec<NewTodo>) -> Result<Vec<Created>> {
+        self.create_todos_tx(todos).await
+    }
+
+    async fn list_todos(&self, query: TodoQuery) -> Result<Vec<Todo>> {
+        self.list_todos_tx(query).await
+    }
+
+    async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
+        self.get_todo_tx(actor, id).await
+    }
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::limits::WEBHOOK_SECRET_GRACE_SECONDS;
-use models::store::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary};
+use models::store::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary, Webhooks};
 use models::todo::NewTodo;
 
 impl PgStore {
@@ -246,4 +246,36 @@ struct RouteRow {
     owner_human_id: String,
     #[sqlx(flatten)]
     targets: TargetsRow,
+}
+
+/// The webhooks role on PostgreSQL: each method is one of the transactions above.
+impl Webhooks for PgStore {
+    async fn create_webhook(&self, owner: &str, name: &str, secret: &str, targets: &[QueueIdentity]) -> Result<String> {
+        self.create_webhook_tx(owner, name, secret, targets).await
+    }
+
+    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
+        self.list_webhooks_tx(owner_human_id).await
+    }
+
+    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
+        self.delete_webhook_tx(owner_human_id, webhook_id).await
+    }
+
+    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
+        self.rotate_webhook_secret_tx(owner_human_id, webhook_id, secret).await
+    }
+
+    async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<models::store::WebhookRoute>> {
+        self.webhook_for_ingest_tx(webhook_id).await
+    }
+
+    async fn ingest(
+        &self,
+        webhook_id: &str,
+        delivery_id: &str,
+        todos: Vec<NewTodo>,
+    ) -> Result<models::store::Ingested> {
+        self.ingest_tx(webhook_id, delivery_id, todos).await
+    }
 }

@@ -9,7 +9,8 @@ use models::admission::Policy;
 use models::identity::{QueueIdentity, ScopeRef};
 use models::model_store::ModelStore;
 use models::scope::{Actor, HumanScope, TeamRole};
-use models::store::{AgentLookup, NewEndpoint, PolicyActor, Store, TodoQuery, TodoSet};
+use models::store::prelude::*;
+use models::store::{AgentLookup, NewEndpoint, PolicyActor, TodoQuery, TodoSet};
 use models::todo::{CreatedByKind, NewTodo, TodoState};
 use serde_json::json;
 

@@ -11,7 +11,8 @@ use engine::testing::{TestDatabase, fresh_database};
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
 use models::scope::{Actor, HumanScope};
-use models::store::{AgentLookup, ClaimNext, Claimed, DeferredQueue, ManualClock, NewEndpoint, Store};
+use models::store::prelude::*;
+use models::store::{AgentLookup, ClaimNext, Claimed, DeferredQueue, ManualClock, NewEndpoint};
 use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, Todo};
 use std::sync::Arc;
 

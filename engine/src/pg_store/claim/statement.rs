@@ -1,5 +1,6 @@
 //! Step 6 of the claim transaction (`claim.rs`): the one statement that claims the offers a
-//! transaction admitted, opens their attempts and charges their window and the ledger.
+//! transaction admitted, opens their attempts and charges their window and the ledger, and the
+//! headroom each claim it made answers with (REQ-7).
 //!
 //! Its own module so the statement, the longest SQL of the claim path, sits apart from the
 //! decisions that lead to it; it claims exactly what it is given.
@@ -9,7 +10,9 @@ use super::super::rows::TodoRow;
 use super::super::sql::TODO_COLUMNS;
 use super::Offer;
 use chrono::{DateTime, Duration, Utc};
+use models::admission::{Headroom, Observation, Policy};
 use models::error::{Error, Result};
+use models::store::Claimed;
 use models::todo::Todo;
 use sqlx::{Postgres, Transaction};
 
@@ -100,4 +103,34 @@ pub(super) async fn claim_locked(
     // a later fail dead-letters it at once.
     debug_assert!(todos.iter().all(|todo| todo.state == models::todo::TodoState::Claimed && todo.attempt >= 1));
     Ok((todos, used))
+}
+
+/// The claims of one statement, each with its headroom as it stood right after that claim (REQ-7):
+/// the window's usage counted up from `used_before` (the usage before the statement's charge),
+/// one unit per claim that was charged to `charged_window`, and the in-flight count `decide` saw
+/// for it.
+pub(super) fn with_headroom(
+    policy: &Policy,
+    charged_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    todos: Vec<Todo>,
+    charged: &[bool],
+    seen: &[Observation],
+    used_before: Option<i64>,
+) -> Vec<Claimed> {
+    let mut used_so_far = used_before;
+    todos
+        .into_iter()
+        .zip(charged)
+        .zip(seen)
+        .map(|((todo, &charged), seen)| {
+            let used = if charged {
+                used_so_far = used_so_far.map(|used| used + 1);
+                used_so_far
+            } else {
+                None
+            };
+            let headroom = Headroom::after_claim(policy, seen.in_flight, used, charged_window);
+            Claimed { todo, admission: Some(headroom) }
+        })
+        .collect()
 }

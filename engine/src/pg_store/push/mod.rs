@@ -45,6 +45,7 @@ use models::error::Result;
 use models::identity::{Owner, QueueIdentity};
 use models::presence::{Override, Presence, Shift};
 use models::push::{PushReport, Ring};
+use models::store::Push;
 use serde_json::Value;
 use sqlx::PgConnection;
 
@@ -157,4 +158,40 @@ pub fn ring_announcement(ring: &Ring) -> Value {
         "seq": ring.seq, "session_id": ring.session_id, "replica_id": ring.replica_id,
         "endpoint_id": ring.endpoint_id, "message": ring.message,
     })
+}
+
+/// The push role on PostgreSQL: each method is one pass of a module below (`sessions`,
+/// `dispatch`, `reopen`, `heartbeat`).
+impl Push for PgStore {
+    async fn open_session(&self, endpoint_id: &str) -> Result<String> {
+        self.open_session_tx(endpoint_id).await
+    }
+
+    async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool> {
+        self.attach_session_tx(endpoint_id, session_id, replica_id).await
+    }
+
+    async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
+        self.detach_session_tx(session_id, replica_id).await
+    }
+
+    async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
+        self.refresh_sessions_tx(replica_id, session_ids).await
+    }
+
+    async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>> {
+        self.rings_since_tx(session_id, after_seq).await
+    }
+
+    async fn dispatch_pushes(&self) -> Result<PushReport> {
+        self.dispatch_pushes_tx().await
+    }
+
+    async fn reopen_sweep(&self) -> Result<PushReport> {
+        self.reopen_sweep_tx().await
+    }
+
+    async fn heartbeat_sweep(&self) -> Result<PushReport> {
+        self.heartbeat_sweep_tx().await
+    }
 }

@@ -142,3 +142,31 @@ async fn presence_row(conn: &mut sqlx::PgConnection, endpoint_id: &str) -> Resul
     .await
     .map_err(db_error)
 }
+
+/// The presence role on PostgreSQL: the transactions above, and `digest.rs`'s reconnect digest.
+impl models::store::Presence for PgStore {
+    async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
+        self.presence_tx(endpoint_id).await
+    }
+
+    async fn set_presence_override(
+        &self,
+        endpoint_id: &str,
+        override_: Option<Override>,
+        by: OverrideBy,
+    ) -> Result<PresenceView> {
+        self.set_presence_override_tx(endpoint_id, override_, by).await
+    }
+
+    async fn set_shift(&self, endpoint_id: &str, shift: Option<Shift>) -> Result<PresenceView> {
+        self.set_shift_tx(endpoint_id, shift).await
+    }
+
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        self.presence_sweep_tx().await
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        self.reconnect_digest_tx(endpoint_id, session_id).await
+    }
+}
