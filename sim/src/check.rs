@@ -15,7 +15,8 @@ use crate::sim_store::SimStore;
 use chrono::{DateTime, Utc};
 use models::admission::{self, Decision, Headroom, Policy};
 use models::identity::QueueIdentity;
-use models::store::{Store, TodoQuery, TodoSet};
+use models::store::prelude::*;
+use models::store::{TodoQuery, TodoSet};
 use models::todo::TodoState;
 use std::collections::{BTreeMap, BTreeSet};
 

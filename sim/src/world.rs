@@ -40,7 +40,8 @@ use crate::workload::{
 use chrono::Duration as Span;
 use models::admission::Policy;
 use models::identity::QueueIdentity;
-use models::store::{NewEndpoint, PolicyActor, Store};
+use models::store::prelude::*;
+use models::store::{NewEndpoint, PolicyActor};
 
 use std::future::Future;
 use std::sync::Arc;

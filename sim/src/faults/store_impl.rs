@@ -1,6 +1,7 @@
-//! `Faulty`'s `Store` implementation: for every call, whether it passes straight through (set-up
-//! and reads no fault is drawn for), is guarded as a read or a write (`Faulty::guarded` draws its
-//! latency, error and lost acknowledgement), and what a committed write records in the ledger.
+//! `Faulty`'s `Store` implementation, one block per role trait: for every call, whether it passes
+//! straight through (set-up and reads no fault is drawn for; listed in `passed_through!`), is
+//! guarded as a read or a write (`Faulty::guarded` draws its latency, error and lost
+//! acknowledgement), and what a committed write records in the ledger.
 //!
 //! Its own module so the fault machinery (`faults.rs`) reads apart from this long, regular list.
 
@@ -15,22 +16,52 @@ use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
 use models::store::{
     AgentLookup, AuditRecord, ClaimNext, Claimed, ClaimedMany, Ingested, NewEndpoint, OverrideBy, PolicyActor,
-    PolicyDetail, PresenceView, QueueAdmission, Store, SweepReport, TodoQuery, WebhookRoute,
+    PolicyDetail, PresenceView, QueueAdmission, SweepReport, TodoQuery, WebhookRoute,
 };
+use models::store::{Claims, Hooks, Intake, Lifecycle, Policies, Principals, Push, Store, Todos, Webhooks};
 use models::todo::{Created, NewTodo, Todo};
 use serde_json::Value;
+
+/// Methods that pass straight through to the wrapped store: no fault is drawn for them and they
+/// add nothing to the ledger. Each signature becomes a method whose body is
+/// `self.inner.<name>(<arguments>).await`, so no pass-through is written out by hand.
+macro_rules! passed_through {
+    ($(async fn $name:ident(&self $(, $arg:ident: $t:ty)* $(,)?) -> $ret:ty;)*) => {
+        $(
+            async fn $name(&self $(, $arg: $t)*) -> $ret {
+                self.inner.$name($($arg),*).await
+            }
+        )*
+    };
+}
 
 impl<S: Store> Store for Faulty<S> {
     fn counters(&self) -> &Counters {
         self.inner.counters()
     }
 
-    async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>> {
-        self.inner.all_admissions_unscoped().await
+    passed_through! {
+        async fn ping(&self) -> Result<()>;
     }
+}
 
-    async fn ping(&self) -> Result<()> {
-        self.inner.ping().await
+impl<S: Store> Principals for Faulty<S> {
+    passed_through! {
+        async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner>;
+        async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint>;
+        async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>>;
+        async fn mint_token(
+            &self,
+            human_id: &str,
+            label: Option<&str>,
+            token_hash: &str,
+            expires_in_seconds: Option<i64>,
+        ) -> Result<()>;
+        async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>>;
+        async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()>;
+        async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()>;
+        async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()>;
+        async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>>;
     }
 
     async fn human_by_token(&self, token_hash: &str) -> Result<Option<HumanScope>> {
@@ -40,69 +71,20 @@ impl<S: Store> Store for Faulty<S> {
     async fn agent_by_token(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
         self.guarded(Kind::Read, self.inner.agent_by_token(slug, token_hash), nothing).await
     }
+}
 
-    async fn resolve_scope(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
-        self.inner.resolve_scope(reach, scope).await
-    }
-
-    async fn vend_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint> {
-        self.inner.vend_endpoint(endpoint).await
-    }
-
-    async fn list_endpoints(&self, human: &HumanScope) -> Result<Vec<Endpoint>> {
-        self.inner.list_endpoints(human).await
-    }
-
-    async fn mint_token(
-        &self,
-        human_id: &str,
-        label: Option<&str>,
-        token_hash: &str,
-        expires_in_seconds: Option<i64>,
-    ) -> Result<()> {
-        self.inner.mint_token(human_id, label, token_hash, expires_in_seconds).await
-    }
-
-    async fn list_tokens(&self, human_id: &str) -> Result<Vec<models::store::ApiToken>> {
-        self.inner.list_tokens(human_id).await
-    }
-
-    async fn revoke_token(&self, human_id: &str, token_id: &str) -> Result<()> {
-        self.inner.revoke_token(human_id, token_id).await
-    }
-
-    async fn revoke_endpoint(&self, endpoint_id: &str) -> Result<()> {
-        self.inner.revoke_endpoint(endpoint_id).await
-    }
-
-    async fn rotate_endpoint(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
-        self.inner.rotate_endpoint(endpoint_id, token_hash).await
-    }
-
-    async fn list_teams(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {
-        self.inner.list_teams(human).await
-    }
-
-    async fn create_webhook(
-        &self,
-        owner_human_id: &str,
-        name: &str,
-        secret: &str,
-        targets: &[QueueIdentity],
-    ) -> Result<String> {
-        self.inner.create_webhook(owner_human_id, name, secret, targets).await
-    }
-
-    async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>> {
-        self.inner.list_webhooks(owner_human_id).await
-    }
-
-    async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()> {
-        self.inner.delete_webhook(owner_human_id, webhook_id).await
-    }
-
-    async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()> {
-        self.inner.rotate_webhook_secret(owner_human_id, webhook_id, secret).await
+impl<S: Store> Webhooks for Faulty<S> {
+    passed_through! {
+        async fn create_webhook(
+            &self,
+            owner_human_id: &str,
+            name: &str,
+            secret: &str,
+            targets: &[QueueIdentity],
+        ) -> Result<String>;
+        async fn list_webhooks(&self, owner_human_id: &str) -> Result<Vec<models::store::WebhookSummary>>;
+        async fn delete_webhook(&self, owner_human_id: &str, webhook_id: &str) -> Result<()>;
+        async fn rotate_webhook_secret(&self, owner_human_id: &str, webhook_id: &str, secret: &str) -> Result<()>;
     }
 
     async fn webhook_for_ingest_unscoped(&self, webhook_id: &str) -> Result<Option<WebhookRoute>> {
@@ -118,7 +100,9 @@ impl<S: Store> Store for Faulty<S> {
         })
         .await
     }
+}
 
+impl<S: Store> Todos for Faulty<S> {
     async fn create_todo(&self, todo: NewTodo) -> Result<Created> {
         self.guarded(Kind::Write, self.inner.create_todo(todo), |created, ledger| {
             ledger.push(Event::Created {
@@ -150,7 +134,27 @@ impl<S: Store> Store for Faulty<S> {
     async fn get_todo(&self, actor: &Actor, id: &str) -> Result<Todo> {
         self.guarded(Kind::Read, self.inner.get_todo(actor, id), nothing).await
     }
+}
 
+impl<S: Store> Intake for Faulty<S> {
+    passed_through! {
+        async fn queue_capacity(&self) -> Result<Capacity>;
+        async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity>;
+        async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()>;
+        async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64>;
+        async fn edit_todo(
+            &self,
+            human: &HumanScope,
+            id: &str,
+            title: Option<String>,
+            payload: Option<Value>,
+        ) -> Result<Todo>;
+        async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64>;
+        async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()>;
+    }
+}
+
+impl<S: Store> Claims for Faulty<S> {
     async fn claim_next(&self, actor: &Actor, queues: &[QueueIdentity], lease_seconds: i64) -> Result<ClaimNext> {
         let call = self.inner.claim_next(actor, queues, lease_seconds);
         self.guarded(Kind::Write, call, |answer, ledger| {
@@ -181,7 +185,9 @@ impl<S: Store> Store for Faulty<S> {
         })
         .await
     }
+}
 
+impl<S: Store> Lifecycle for Faulty<S> {
     async fn heartbeat(&self, actor: &Actor, id: &str, lease_seconds: i64) -> Result<Todo> {
         self.guarded(Kind::Write, self.inner.heartbeat(actor, id, lease_seconds), |todo, ledger| {
             ledger.push(Event::Heartbeat { id: todo.id.clone(), lease_expires_at: todo.lease_expires_at });
@@ -221,6 +227,36 @@ impl<S: Store> Store for Faulty<S> {
         self.guarded(Kind::Write, self.inner.retry_now(actor, id), nothing).await
     }
 
+    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
+        self.guarded(Kind::Write, self.inner.reap_lapsed_leases(), |report, ledger| {
+            if report.returned_to_pending + report.dead_lettered > 0 {
+                ledger.push(Event::Reaped {
+                    returned: report.returned_to_pending,
+                    dead_lettered: report.dead_lettered,
+                    at: self.clock.follow(),
+                });
+            }
+        })
+        .await
+    }
+
+    async fn requeue_due_retries(&self) -> Result<u64> {
+        self.guarded(Kind::Write, self.inner.requeue_due_retries(), |count, ledger| {
+            if *count > 0 {
+                ledger.push(Event::Requeued { count: *count });
+            }
+        })
+        .await
+    }
+}
+
+impl<S: Store> Policies for Faulty<S> {
+    passed_through! {
+        async fn all_admissions_unscoped(&self) -> Result<Vec<QueueAdmission>>;
+        async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>>;
+        async fn prune_usage(&self) -> Result<u64>;
+    }
+
     async fn queue_admissions(&self, identities: &[QueueIdentity]) -> Result<Vec<QueueAdmission>> {
         self.guarded(Kind::Read, self.inner.queue_admissions(identities), nothing).await
     }
@@ -258,74 +294,12 @@ impl<S: Store> Store for Faulty<S> {
         .await
     }
 
-    async fn policy_audit(&self, identity: &QueueIdentity, limit: i64) -> Result<Vec<AuditRecord>> {
-        self.inner.policy_audit(identity, limit).await
-    }
-
-    async fn queue_capacity(&self) -> Result<Capacity> {
-        self.inner.queue_capacity().await
-    }
-
-    async fn set_queue_capacity(&self, max_pending: i64, by_human_id: &str) -> Result<Capacity> {
-        self.inner.set_queue_capacity(max_pending, by_human_id).await
-    }
-
-    async fn discard_todo(&self, identity: &QueueIdentity, id: &str, by: &PolicyActor) -> Result<()> {
-        self.inner.discard_todo(identity, id, by).await
-    }
-
-    async fn clear_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
-        self.inner.clear_queue(identity, by).await
-    }
-
-    async fn edit_todo(
-        &self,
-        human: &HumanScope,
-        id: &str,
-        title: Option<String>,
-        payload: Option<Value>,
-    ) -> Result<Todo> {
-        self.inner.edit_todo(human, id, title, payload).await
-    }
-
-    async fn purge_queue(&self, identity: &QueueIdentity, by: &PolicyActor) -> Result<u64> {
-        self.inner.purge_queue(identity, by).await
-    }
-
-    async fn delete_endpoint(&self, human: &HumanScope, endpoint: &ScopeRef) -> Result<()> {
-        self.inner.delete_endpoint(human, endpoint).await
-    }
-
-    async fn reap_lapsed_leases(&self) -> Result<SweepReport> {
-        self.guarded(Kind::Write, self.inner.reap_lapsed_leases(), |report, ledger| {
-            if report.returned_to_pending + report.dead_lettered > 0 {
-                ledger.push(Event::Reaped {
-                    returned: report.returned_to_pending,
-                    dead_lettered: report.dead_lettered,
-                    at: self.clock.follow(),
-                });
-            }
-        })
-        .await
-    }
-
-    async fn requeue_due_retries(&self) -> Result<u64> {
-        self.guarded(Kind::Write, self.inner.requeue_due_retries(), |count, ledger| {
-            if *count > 0 {
-                ledger.push(Event::Requeued { count: *count });
-            }
-        })
-        .await
-    }
-
-    async fn prune_usage(&self) -> Result<u64> {
-        self.inner.prune_usage().await
-    }
-
     async fn take_write_token(&self, key: &str, quota: models::rate::Quota) -> Result<models::rate::Verdict> {
         self.guarded(Kind::Write, self.inner.take_write_token(key, quota), nothing).await
     }
+}
 
+impl<S: Store> Push for Faulty<S> {
     async fn open_session(&self, endpoint_id: &str) -> Result<String> {
         self.guarded(Kind::Write, self.inner.open_session(endpoint_id), nothing).await
     }
@@ -380,17 +354,9 @@ impl<S: Store> Store for Faulty<S> {
         let call = self.inner.heartbeat_sweep();
         self.guarded(Kind::Write, call, |report, ledger| self.pushed("heartbeat", report, ledger)).await
     }
+}
 
-    async fn presence_sweep(&self) -> Result<PushReport> {
-        let call = self.inner.presence_sweep();
-        self.guarded(Kind::Write, call, |report, ledger| self.pushed("presence", report, ledger)).await
-    }
-
-    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
-        let call = self.inner.reconnect_digest(endpoint_id, session_id);
-        self.guarded(Kind::Write, call, |report, ledger| self.pushed("reconnect", report, ledger)).await
-    }
-
+impl<S: Store> models::store::Presence for Faulty<S> {
     async fn presence(&self, endpoint_id: &str) -> Result<PresenceView> {
         self.guarded(Kind::Read, self.inner.presence(endpoint_id), nothing).await
     }
@@ -417,6 +383,18 @@ impl<S: Store> Store for Faulty<S> {
         .await
     }
 
+    async fn presence_sweep(&self) -> Result<PushReport> {
+        let call = self.inner.presence_sweep();
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("presence", report, ledger)).await
+    }
+
+    async fn reconnect_digest(&self, endpoint_id: &str, session_id: &str) -> Result<PushReport> {
+        let call = self.inner.reconnect_digest(endpoint_id, session_id);
+        self.guarded(Kind::Write, call, |report, ledger| self.pushed("reconnect", report, ledger)).await
+    }
+}
+
+impl<S: Store> Hooks for Faulty<S> {
     async fn add_hook(&self, endpoint_id: &str, url: &str, secret: &str, ignore_presence: bool) -> Result<NotifyHook> {
         self.guarded(Kind::Write, self.inner.add_hook(endpoint_id, url, secret, ignore_presence), nothing).await
     }
