@@ -65,7 +65,7 @@ impl<S: Store> Clone for AppState<S> {
 }
 
 /// The limiter on admission writes: 1 per second, burst 10, per human (operator API and board)
-/// and per endpoint (MCP). Its state lives in the store (`Store::take_write_token`), so the limit
+/// and per endpoint (MCP). Its state lives in the store (`Policies::take_write_token`), so the limit
 /// holds across every replica (issue #28); this holds only the quota.
 pub struct WriteLimiter {
     quota: Quota,

@@ -19,7 +19,8 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect};
 use models::error::Error;
 use models::scope::{Actor, HumanScope};
-use models::store::{PolicyActor, Store, TodoQuery, TodoSet};
+use models::store::prelude::*;
+use models::store::{PolicyActor, TodoQuery, TodoSet};
 use models::todo::TodoState;
 
 /// The lease a board Claim takes.

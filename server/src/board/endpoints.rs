@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use models::error::Error;
 use models::identity::ScopeRef;
 use models::scope::Endpoint;
-use models::store::Store;
+use models::store::prelude::*;
 use models::verbs;
 
 /// The page that shows an endpoint's bearer once: after the vend wizard and after a rotation.

@@ -23,7 +23,8 @@ use models::error::{Error, Result};
 use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
 use models::limits::USAGE_RETENTION_DAYS;
 use models::scope::Actor;
-use models::store::{QueueAdmission, Store};
+use models::store::QueueAdmission;
+use models::store::prelude::*;
 use models::todo::TodoState;
 use serde::Deserialize;
 

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect};
 use models::capacity::{CAPACITY_ENV, Capacity};
 use models::error::{Code, Error};
-use models::store::Store;
+use models::store::prelude::*;
 use serde::Deserialize;
 
 #[derive(Template, WebTemplate)]

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Redirect};
 use engine::pg_store::hash_token;
 use models::error::Error;
 use models::scope::HumanScope;
-use models::store::Store;
+use models::store::prelude::*;
 use serde::Deserialize;
 
 use super::sessions::{self, SESSION_ABSOLUTE_DAYS, Session};

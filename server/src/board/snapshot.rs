@@ -8,7 +8,8 @@ use models::capacity::Capacity;
 use models::error::Result;
 use models::identity::QueueIdentity;
 use models::scope::HumanScope;
-use models::store::{QueueAdmission, Store};
+use models::store::QueueAdmission;
+use models::store::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Names of the endpoints and teams the viewer reaches.

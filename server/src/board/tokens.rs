@@ -19,7 +19,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use models::error::{Code, Error};
-use models::store::Store;
+use models::store::prelude::*;
 use serde::Deserialize;
 
 const SECONDS_PER_DAY: i64 = 86_400;

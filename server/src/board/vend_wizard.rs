@@ -25,7 +25,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use models::error::{Code, Error};
-use models::store::Store;
+use models::store::prelude::*;
 use models::verbs;
 
 /// What the owner answered so far, as the forms carry it.

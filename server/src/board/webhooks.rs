@@ -23,7 +23,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use models::error::{Code, Error};
 use models::identity::Owner;
-use models::store::{Store, WebhookSummary};
+use models::store::WebhookSummary;
+use models::store::prelude::*;
 use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap};
 
