@@ -320,24 +320,80 @@ impl<S: Corruptible> Side<S> {
         all.join("\n")
     }
 
-    /// Runs one operation and answers it normalised.
+    /// Runs one operation and answers it normalised. Every operation is named here, so a new
+    /// one must be placed in a group; each group's helper answers only its own.
     pub(crate) async fn apply(&mut self, op: &Op) -> String {
-        let store = &self.store;
-        let id = |todo: &usize| self.todo_id(*todo);
-        let queues = |indexes: &[usize]| indexes.iter().map(|i| self.identities[*i].clone()).collect::<Vec<_>>();
-        let who = |actor: &usize| &self.actors[*actor];
-        let queue = |identity: &usize| &self.identities[*identity];
         let answer = match op {
             Op::Advance(_) | Op::SetClock(_) => "clock moved".to_string(),
+            Op::Create { .. } | Op::CreateBatch(_) | Op::Ingest { .. } => self.answer_intake(op).await,
+            Op::ClaimNext { .. }
+            | Op::ClaimNextMany { .. }
+            | Op::Claim { .. }
+            | Op::Heartbeat { .. }
+            | Op::Complete { .. }
+            | Op::CompleteMany { .. }
+            | Op::Fail { .. }
+            | Op::Release { .. }
+            | Op::RetryNow { .. }
+            | Op::Get { .. } => self.answer_lifecycle(op).await,
+            Op::SetPolicy { .. }
+            | Op::ClearPolicy { .. }
+            | Op::CorruptZone { .. }
+            | Op::QueueAdmissions { .. }
+            | Op::ReachAdmissions { .. }
+            | Op::PolicyDetail { .. }
+            | Op::PolicyAudit { .. } => self.answer_admission(op).await,
+            Op::AllAdmissions => return self.all_admissions().await,
+            Op::Reap
+            | Op::Requeue
+            | Op::Prune
+            | Op::Discard { .. }
+            | Op::ClearQueue { .. }
+            | Op::Purge { .. }
+            | Op::SetCapacity { .. }
+            | Op::QueueCapacity => self.answer_upkeep(op).await,
+            Op::ListTodos { .. } | Op::Route { .. } | Op::AgentLookup { .. } | Op::DeleteEndpoint { .. } => {
+                self.answer_reads_and_endpoints(op).await
+            }
+        };
+        self.norm.normalise(&answer)
+    }
+
+    /// The queue identity at index `identity`.
+    fn queue(&self, identity: usize) -> &QueueIdentity {
+        &self.identities[identity]
+    }
+
+    /// The queue identities at `indexes`, in order.
+    fn queues(&self, indexes: &[usize]) -> Vec<QueueIdentity> {
+        indexes.iter().map(|i| self.identities[*i].clone()).collect()
+    }
+
+    /// Answers a way work comes in: a create, a batch of creates, a webhook delivery (raw).
+    async fn answer_intake(&self, op: &Op) -> String {
+        let store = &self.store;
+        match op {
             Op::Create { .. } => format!("{:?}", store.create_todo(self.new_todo(op)).await),
             Op::CreateBatch(creates) => {
                 format!("{:?}", store.create_todos(creates.iter().map(|op| self.new_todo(op)).collect()).await)
             }
-            Op::ClaimNext { actor, queues: q, lease } => {
-                format!("{:?}", store.claim_next(who(actor), &queues(q), *lease).await)
+            Op::Ingest { webhook, delivery, title, key } => self.ingest(*webhook, delivery, title, key).await,
+            other => unreachable!("not an intake operation: {other:?}"),
+        }
+    }
+
+    /// Answers an agent's lifecycle call on todos: claim, heartbeat, complete, fail, release,
+    /// retry, read (raw).
+    async fn answer_lifecycle(&self, op: &Op) -> String {
+        let store = &self.store;
+        let id = |todo: &usize| self.todo_id(*todo);
+        let who = |actor: &usize| &self.actors[*actor];
+        match op {
+            Op::ClaimNext { actor, queues, lease } => {
+                format!("{:?}", store.claim_next(who(actor), &self.queues(queues), *lease).await)
             }
-            Op::ClaimNextMany { actor, queues: q, lease, max } => {
-                format!("{:?}", store.claim_next_many(who(actor), &queues(q), *lease, *max).await)
+            Op::ClaimNextMany { actor, queues, lease, max } => {
+                format!("{:?}", store.claim_next_many(who(actor), &self.queues(queues), *lease, *max).await)
             }
             Op::CompleteMany { actor, todos, result } => {
                 let ids: Vec<String> = todos.iter().map(id).collect();
@@ -356,46 +412,73 @@ impl<S: Corruptible> Side<S> {
             Op::Release { actor, todo } => format!("{:?}", store.release(who(actor), &id(todo)).await),
             Op::RetryNow { actor, todo } => format!("{:?}", store.retry_now(who(actor), &id(todo)).await),
             Op::Get { actor, todo } => format!("{:?}", store.get_todo(who(actor), &id(todo)).await),
+            other => unreachable!("not a lifecycle call: {other:?}"),
+        }
+    }
+
+    /// Answers a policy change or an admission read, and the REQ-9 corruption of a policy (raw).
+    async fn answer_admission(&self, op: &Op) -> String {
+        let store = &self.store;
+        match op {
             Op::SetPolicy { identity, policy, human, via_endpoint } => {
                 let policy = Policy::from_request(policy).expect("the workload draws valid policies");
                 let actor = self.policy_actor(*human, *via_endpoint);
-                format!("{:?}", store.set_policy(queue(identity), &policy, &actor).await)
+                format!("{:?}", store.set_policy(self.queue(*identity), &policy, &actor).await)
             }
             Op::ClearPolicy { identity, human } => {
                 let actor = self.policy_actor(*human, false);
-                format!("{:?}", store.clear_policy(queue(identity), &actor).await)
+                format!("{:?}", store.clear_policy(self.queue(*identity), &actor).await)
             }
-            Op::CorruptZone { identity } => format!("{:?}", store.corrupt_zone(queue(identity)).await),
-            Op::Reap => format!("{:?}", store.reap_lapsed_leases().await),
-            Op::Requeue => format!("{:?}", store.requeue_due_retries().await),
-            Op::Prune => format!("{:?}", store.prune_usage().await),
-            Op::Ingest { webhook, delivery, title, key } => self.ingest(*webhook, delivery, title, key).await,
-            Op::Discard { identity, todo } => {
-                let by = self.policy_actor(0, false);
-                format!("{:?}", store.discard_todo(queue(identity), &id(todo), &by).await)
+            Op::CorruptZone { identity } => format!("{:?}", store.corrupt_zone(self.queue(*identity)).await),
+            Op::QueueAdmissions { identities } => {
+                format!("{:?}", store.queue_admissions(&self.queues(identities)).await)
             }
-            Op::ClearQueue { identity } => {
-                format!("{:?}", store.clear_queue(queue(identity), &self.policy_actor(1, true)).await)
-            }
-            Op::Purge { identity } => {
-                format!("{:?}", store.purge_queue(queue(identity), &self.policy_actor(0, false)).await)
-            }
-            Op::QueueAdmissions { identities } => format!("{:?}", store.queue_admissions(&queues(identities)).await),
             Op::ReachAdmissions { human } => {
                 format!("{:?}", store.reach_admissions(&self.humans[*human].manages).await)
             }
-            Op::AllAdmissions => return self.all_admissions().await,
-            Op::PolicyDetail { identity } => format!("{:?}", store.policy_detail(queue(identity)).await),
-            Op::PolicyAudit { identity, limit } => format!("{:?}", store.policy_audit(queue(identity), *limit).await),
-            Op::ListTodos { owners_of, queues: q, state, limit } => {
-                let set = match owners_of {
-                    Some(human) => TodoSet::Owners(self.humans[*human].reach.clone()),
-                    None => TodoSet::Queues(queues(q)),
-                };
-                format!("{:?}", store.list_todos(TodoQuery { set, state: *state, limit: *limit }).await)
+            Op::PolicyDetail { identity } => format!("{:?}", store.policy_detail(self.queue(*identity)).await),
+            Op::PolicyAudit { identity, limit } => {
+                format!("{:?}", store.policy_audit(self.queue(*identity), *limit).await)
+            }
+            other => unreachable!("not an admission operation: {other:?}"),
+        }
+    }
+
+    /// Answers the queues' upkeep: the sweepers, an operator discarding, clearing or purging,
+    /// the intake capacity (raw).
+    async fn answer_upkeep(&self, op: &Op) -> String {
+        let store = &self.store;
+        match op {
+            Op::Reap => format!("{:?}", store.reap_lapsed_leases().await),
+            Op::Requeue => format!("{:?}", store.requeue_due_retries().await),
+            Op::Prune => format!("{:?}", store.prune_usage().await),
+            Op::Discard { identity, todo } => {
+                let by = self.policy_actor(0, false);
+                format!("{:?}", store.discard_todo(self.queue(*identity), &self.todo_id(*todo), &by).await)
+            }
+            Op::ClearQueue { identity } => {
+                format!("{:?}", store.clear_queue(self.queue(*identity), &self.policy_actor(1, true)).await)
+            }
+            Op::Purge { identity } => {
+                format!("{:?}", store.purge_queue(self.queue(*identity), &self.policy_actor(0, false)).await)
             }
             Op::SetCapacity { max } => format!("{:?}", store.set_queue_capacity(*max, &self.humans[0].human.id).await),
             Op::QueueCapacity => format!("{:?}", store.queue_capacity().await),
+            other => unreachable!("not an upkeep operation: {other:?}"),
+        }
+    }
+
+    /// Answers a todo listing, a webhook's route, an agent's lookup, an endpoint's deletion (raw).
+    async fn answer_reads_and_endpoints(&self, op: &Op) -> String {
+        let store = &self.store;
+        match op {
+            Op::ListTodos { owners_of, queues, state, limit } => {
+                let set = match owners_of {
+                    Some(human) => TodoSet::Owners(self.humans[*human].reach.clone()),
+                    None => TodoSet::Queues(self.queues(queues)),
+                };
+                format!("{:?}", store.list_todos(TodoQuery { set, state: *state, limit: *limit }).await)
+            }
             Op::Route { webhook } => format!("{:?}", store.webhook_for_ingest_unscoped(&self.webhooks[*webhook]).await),
             Op::AgentLookup { agent } => {
                 let token_hash = hash_token(&format!("agent-token-{agent}"));
@@ -405,7 +488,7 @@ impl<S: Corruptible> Side<S> {
                 let scope = ScopeRef::Endpoint(self.endpoints[*endpoint].clone());
                 format!("{:?}", store.delete_endpoint(&self.humans[*human], &scope).await)
             }
-        };
-        self.norm.normalise(&answer)
+            other => unreachable!("not a read or an endpoint operation: {other:?}"),
+        }
     }
 }
