@@ -97,6 +97,57 @@ fn urlencode(text: &str) -> String {
         .collect()
 }
 
+/// Sets the endpoint out by the owner's override from the page, checks the API says so (until
+/// cleared, with no shift), then clears the override and checks it is in by default again.
+async fn set_out_then_clear_from_the_page(world: &World, browser: &Browser, ep: &Ep) {
+    click(browser, "#presence-out").await;
+    browser.press_button("Set presence").await;
+    wait_for_text(browser, "#presence-now", "out").await;
+    let answer = presence(world, &world.owner, ep).await;
+    assert_eq!((answer["presence"].as_str(), answer["source"].as_str()), (Some("out"), Some("override")), "{answer}");
+    assert_eq!(answer["until"], Value::Null, "with no shift, out lasts until cleared: {answer}");
+    browser.press_button("Clear the override").await;
+    wait_for_text(browser, "#presence-now", "by default").await;
+    let answer = presence(world, &world.owner, ep).await;
+    assert_eq!((answer["presence"].as_str(), answer["source"].as_str()), (Some("in"), Some("default")), "{answer}");
+}
+
+/// Saves a shift in an unknown zone from the page: the error names the zone at the field, the
+/// typed text is kept and the field is marked invalid.
+async fn refuse_an_unknown_zone_at_the_field(browser: &Browser) {
+    fill(browser, "shift", "TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00").await;
+    browser.press_button("Save the shift").await;
+    browser.wait_for_element("#shift-error").await;
+    let error = browser.text("#shift-error").await;
+    assert!(error.contains("Mars/Olympus_Mons"), "the error names the zone: {error}");
+    assert_eq!(browser.field_value("shift").await, "TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00", "the text was lost");
+    let marked = browser
+        .execute(
+            "const f = document.getElementById('shift'); \
+             return [f.getAttribute('aria-invalid'), f.getAttribute('aria-describedby')];",
+            vec![],
+        )
+        .await;
+    assert_eq!(marked, json!(["true", "shift-hint shift-error"]), "the field is not marked invalid");
+    browser.screenshot("endpoint-push-shift-error").await;
+}
+
+/// Posts a bad shift, a bad presence and a clock-in for 30 seconds over plain HTTP to the endpoint
+/// page's forms: each is 400 with its error at its field.
+async fn refuse_bad_presence_forms_over_plain_http(web: &Web, csrf: &str, page: &str) {
+    let refused = web.post(&format!("{page}/shift"), &encode(&[("csrf", csrf), ("shift", "Mon-Fri 9-5")])).await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(refused.body.contains("id=\"shift-error\"") && refused.body.contains("Mon-Fri 9-5"), "{}", refused.body);
+    let refused = web.post(&format!("{page}/presence"), &encode(&[("csrf", csrf), ("presence", "away")])).await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(refused.body.contains("id=\"presence-error\""), "{}", refused.body);
+    let refused = web
+        .post(&format!("{page}/presence"), &encode(&[("csrf", csrf), ("presence", "in"), ("for_seconds", "30")]))
+        .await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(refused.body.contains("id=\"for_seconds-error\""), "{}", refused.body);
+}
+
 // Issue #29: presence and a shift set from the page, with JavaScript off, are what the API
 // answers; an invalid shift shows its error at the field, keeps the typed text and changes
 // nothing.
@@ -114,16 +165,7 @@ async fn presence_and_shift_set_from_the_page_show_through_the_api() {
     browser.screenshot("endpoint-push-presence").await;
 
     // Out, by the owner's override: the API says so, and the page offers to clear it.
-    click(&browser, "#presence-out").await;
-    browser.press_button("Set presence").await;
-    wait_for_text(&browser, "#presence-now", "out").await;
-    let answer = presence(&world, &world.owner, &ep).await;
-    assert_eq!((answer["presence"].as_str(), answer["source"].as_str()), (Some("out"), Some("override")), "{answer}");
-    assert_eq!(answer["until"], Value::Null, "with no shift, out lasts until cleared: {answer}");
-    browser.press_button("Clear the override").await;
-    wait_for_text(&browser, "#presence-now", "by default").await;
-    let answer = presence(&world, &world.owner, &ep).await;
-    assert_eq!((answer["presence"].as_str(), answer["source"].as_str()), (Some("in"), Some("default")), "{answer}");
+    set_out_then_clear_from_the_page(&world, &browser, &ep).await;
 
     // A shift, typed as the hint shows it.
     fill(&browser, "shift", SHIFT).await;
@@ -149,36 +191,12 @@ async fn presence_and_shift_set_from_the_page_show_through_the_api() {
 
     // An unknown zone: refused at the field, the text kept, nothing changed.
     let before = presence(&world, &world.owner, &ep).await;
-    fill(&browser, "shift", "TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00").await;
-    browser.press_button("Save the shift").await;
-    browser.wait_for_element("#shift-error").await;
-    let error = browser.text("#shift-error").await;
-    assert!(error.contains("Mars/Olympus_Mons"), "the error names the zone: {error}");
-    assert_eq!(browser.field_value("shift").await, "TZ=Mars/Olympus_Mons Mon-Fri 09:00-17:00", "the text was lost");
-    let marked = browser
-        .execute(
-            "const f = document.getElementById('shift'); \
-             return [f.getAttribute('aria-invalid'), f.getAttribute('aria-describedby')];",
-            vec![],
-        )
-        .await;
-    assert_eq!(marked, json!(["true", "shift-hint shift-error"]), "the field is not marked invalid");
-    browser.screenshot("endpoint-push-shift-error").await;
+    refuse_an_unknown_zone_at_the_field(&browser).await;
     assert_eq!(presence(&world, &world.owner, &ep).await, before, "a refused shift changed the presence");
 
     // The same refusal over plain HTTP: 400, the endpoint page with the error at `shift`.
     let (csrf, web) = web_of(&world, &browser).await;
-    let refused = web.post(&format!("{page}/shift"), &encode(&[("csrf", &csrf), ("shift", "Mon-Fri 9-5")])).await;
-    assert_eq!(refused.status, 400, "{refused:?}");
-    assert!(refused.body.contains("id=\"shift-error\"") && refused.body.contains("Mon-Fri 9-5"), "{}", refused.body);
-    let refused = web.post(&format!("{page}/presence"), &encode(&[("csrf", &csrf), ("presence", "away")])).await;
-    assert_eq!(refused.status, 400, "{refused:?}");
-    assert!(refused.body.contains("id=\"presence-error\""), "{}", refused.body);
-    let refused = web
-        .post(&format!("{page}/presence"), &encode(&[("csrf", &csrf), ("presence", "in"), ("for_seconds", "30")]))
-        .await;
-    assert_eq!(refused.status, 400, "{refused:?}");
-    assert!(refused.body.contains("id=\"for_seconds-error\""), "{}", refused.body);
+    refuse_bad_presence_forms_over_plain_http(&web, &csrf, &page).await;
     assert_eq!(presence(&world, &world.owner, &ep).await, before, "a refused form changed the presence");
 
     // Saved forms answer 303 to the page; an empty shift removes it.

@@ -155,32 +155,31 @@ async fn req10_vend_wizard_by_keyboard_without_javascript_vends_a_working_agent(
     browser.close().await;
 }
 
-// SPEC-0030 REQ-10: with JavaScript on, through a team the owner configures: refused fields
-// are shown next to their field with the answers kept; an opt-in verb the owner checks is on
-// the consent screen with its warning; the copy buttons appear and select the value.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn req10_vend_wizard_for_a_team_shows_field_errors_and_the_opt_in_warning() {
-    let world = World::start(1).await;
+/// Adds the team `core`, owned by the owner, through the admin CLI: its slug.
+fn add_team_core(world: &World) -> String {
     let team =
         support::run(&["admin", "team", "add", "core", "--owner", "owner", "--database-url", &world.db.url], &[]);
     assert_eq!(team.0, 0, "{}", team.2);
     let team: Value = serde_json::from_str(team.1.trim()).expect("team JSON");
-    let team_slug = team["slug"].as_str().expect("team slug").to_string();
-    let driver = Driver::start().await;
-    let browser = world.owner_browser(&driver, Js::On, 0).await;
-    browser.goto(&world.url("/endpoints/new")).await;
+    team["slug"].as_str().expect("team slug").to_string()
+}
 
-    // A queue name the store refuses comes back on the details step, next to the queues.
-    fill(&browser, "name", "core-bot").await;
-    fill(&browser, "queues", "no spaces allowed").await;
+/// Submits the details step with a queue name the store refuses: it comes back next to the
+/// queues, kept, with focus on the field.
+async fn refuse_a_bad_queue_name(browser: &Browser) {
+    fill(browser, "name", "core-bot").await;
+    fill(browser, "queues", "no spaces allowed").await;
     browser.client.find(Locator::Css("button[value=next]")).await.expect("next").click().await.expect("click");
     browser.wait_for_element("#queues-error").await;
     assert_eq!(browser.text("#queues").await, "no spaces allowed", "the refused queue list was not kept");
     assert!(browser.text("#queues-error").await.contains("queue"), "the error must name the queue field");
-    assert_eq!(focused(&browser).await["id"], "queues", "a refused step must focus the field it names");
+    assert_eq!(focused(browser).await["id"], "queues", "a refused step must focus the field it names");
     browser.screenshot("vend-details-error").await;
+}
 
-    // A team queue, with the team as owner.
+/// Makes the team `core` the owner and names a team queue and an own one, then goes on to the
+/// grant step: the team's id as the wizard offers it.
+async fn choose_the_team_as_owner(browser: &Browser, team_slug: &str) -> String {
     let team_id = browser
         .execute(
             "const s = document.getElementById('team'); const o = [...s.options].find(o => o.text.includes('core'));\
@@ -190,11 +189,15 @@ async fn req10_vend_wizard_for_a_team_shows_field_errors_and_the_opt_in_warning(
         .await;
     let team_id = team_id.as_str().expect("the owner's team is offered as an owner").to_string();
     browser.execute("document.getElementById('team').value = arguments[0]; return true;", vec![json!(team_id)]).await;
-    fill(&browser, "queues", &format!("team:{team_slug}/lane\nmine")).await;
+    fill(browser, "queues", &format!("team:{team_slug}/lane\nmine")).await;
     browser.client.find(Locator::Css("button[value=next]")).await.expect("next").click().await.expect("click");
     browser.wait_for_element("#verb-list_todos").await;
+    team_id
+}
 
-    // Uncheck everything: the grant step refuses an empty grant, naming the verbs.
+/// Unchecks every verb (refused, naming the verbs), then grants `claim_next`, `complete` and
+/// the opt-in `set_admission_policy`: the consent screen names them, the team and the warning.
+async fn grant_an_opt_in_verb_after_an_empty_grant(browser: &Browser) {
     browser
         .execute("document.querySelectorAll('input[name=verb]').forEach(c => c.checked = false); return true;", vec![])
         .await;
@@ -210,24 +213,15 @@ async fn req10_vend_wizard_for_a_team_shows_field_errors_and_the_opt_in_warning(
         .await;
     browser.client.find(Locator::Css("button[value=next]")).await.expect("next").click().await.expect("click");
     browser.wait_for_element("ul.consent").await;
-    let (granted, _) = consent_lists(&browser).await;
+    let (granted, _) = consent_lists(browser).await;
     assert_eq!(granted, ["claim_next", "complete", "set_admission_policy"]);
     let consent = browser.text("main").await;
     assert!(consent.contains("the team core"), "the consent screen must name the owning team: {consent}");
     assert!(consent.contains("This lets the agent change its own budget."), "no warning on consent: {consent}");
+}
 
-    // Back keeps the grant; forward again and create.
-    browser.client.find(Locator::Css("button[value=back]")).await.expect("back").click().await.expect("click");
-    browser.wait_for_element("#verb-list_todos").await;
-    let (checked, _) = grant_step(&browser).await;
-    assert_eq!(checked["set_admission_policy"], true, "Back lost the owner's grant: {checked}");
-    assert_eq!(checked["list_todos"], false, "Back restored the default grant: {checked}");
-    browser.client.find(Locator::Css("button[value=next]")).await.expect("next").click().await.expect("click");
-    browser.wait_for_element("button[value=create]").await;
-    browser.client.find(Locator::Css("button[value=create]")).await.expect("create").click().await.expect("click");
-    browser.wait_for_element("#token").await;
-
-    // With JavaScript, each value has a copy button, which selects the whole value.
+/// With JavaScript, both values show a copy button, and the token's selects the whole token.
+async fn copy_buttons_select_the_value(browser: &Browser) {
     let shown = browser
         .execute("return [...document.querySelectorAll('button.copy')].filter(b => !b.hidden).length;", vec![])
         .await;
@@ -242,6 +236,42 @@ async fn req10_vend_wizard_for_a_team_shows_field_errors_and_the_opt_in_warning(
         .await;
     assert_eq!(selected, json!(true), "the copy button must select the whole token");
     browser.screenshot("vend-done-js").await;
+}
+
+// SPEC-0030 REQ-10: with JavaScript on, through a team the owner configures: refused fields
+// are shown next to their field with the answers kept; an opt-in verb the owner checks is on
+// the consent screen with its warning; the copy buttons appear and select the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req10_vend_wizard_for_a_team_shows_field_errors_and_the_opt_in_warning() {
+    let world = World::start(1).await;
+    let team_slug = add_team_core(&world);
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::On, 0).await;
+    browser.goto(&world.url("/endpoints/new")).await;
+
+    // A queue name the store refuses comes back on the details step, next to the queues.
+    refuse_a_bad_queue_name(&browser).await;
+
+    // A team queue, with the team as owner.
+    let team_id = choose_the_team_as_owner(&browser, &team_slug).await;
+
+    // Uncheck everything: the grant step refuses an empty grant, naming the verbs. Then an
+    // opt-in verb the owner checks is on the consent screen with its warning.
+    grant_an_opt_in_verb_after_an_empty_grant(&browser).await;
+
+    // Back keeps the grant; forward again and create.
+    browser.client.find(Locator::Css("button[value=back]")).await.expect("back").click().await.expect("click");
+    browser.wait_for_element("#verb-list_todos").await;
+    let (checked, _) = grant_step(&browser).await;
+    assert_eq!(checked["set_admission_policy"], true, "Back lost the owner's grant: {checked}");
+    assert_eq!(checked["list_todos"], false, "Back restored the default grant: {checked}");
+    browser.client.find(Locator::Css("button[value=next]")).await.expect("next").click().await.expect("click");
+    browser.wait_for_element("button[value=create]").await;
+    browser.client.find(Locator::Css("button[value=create]")).await.expect("create").click().await.expect("click");
+    browser.wait_for_element("#token").await;
+
+    // With JavaScript, each value has a copy button, which selects the whole value.
+    copy_buttons_select_the_value(&browser).await;
     let agent = vended(&browser).await;
 
     // The team's agent may set its own queue's budget: the opt-in verb was granted.
