@@ -7,9 +7,9 @@
 //! decides everything else (who may remove, which todos are still pending, the exact count).
 
 use super::client::{Api, Failure};
-use super::render::{clip, emit, emit_done, one_line, text};
+use super::render::{clip, emit_done, one_line};
+use crate::wire_types::{ClearedBody, OneTodo, TodoBody, Todos};
 use reqwest::Method;
-use serde_json::Value;
 use std::io::{BufRead, IsTerminal, Write};
 
 /// Most todos one list request returns (the server's own ceiling); the count in the question is
@@ -34,33 +34,22 @@ pub async fn clear(api: &Api, scope: &str, queue: &str, yes: bool, json: bool) -
         ask(&clear_question(scope, queue, pending))?;
     }
     let url = api.url(&["queues", scope, queue, "clear"], &[]);
-    let (raw, answer) = api.send_json(Method::POST, url, None).await?;
-    if json {
-        emit(&raw);
-    } else {
-        emit(&format!("removed {}", text(answer.get("removed"))));
-    }
-    Ok(())
+    api.send_and_show((Method::POST, url, None), json, |answer: ClearedBody| format!("removed {}", answer.removed))
+        .await
 }
 
 /// `todo remove`: reads the todo for its queue identity, then removes it from that queue.
 pub async fn remove(api: &Api, id: &str, yes: bool, json: bool) -> Result<(), Failure> {
     require_someone_to_ask(yes)?;
-    let (_, answer) = api.send_json(Method::GET, api.url(&["todos", id], &[]), None).await?;
-    let todo = answer.get("todo").unwrap_or(&Value::Null);
-    let field = |name: &str| todo.get(name).and_then(Value::as_str);
-    let (Some(scope), Some(queue)) = (field("scope"), field("queue")) else {
-        return Err(Failure::Trouble(format!(
-            "GET /api/v1/todos/{id} answered without the todo's scope and queue; is this switchboard?"
-        )));
-    };
+    let (_, OneTodo { todo }) = api.send_and_read(Method::GET, api.url(&["todos", id], &[]), None).await?;
+    let (scope, queue) = (todo.scope.as_str(), todo.queue.as_str());
     if queue == "." || queue == ".." {
         return Err(Failure::Trouble(format!(
             "todo {id} is in a queue named {queue:?}, which cannot be addressed in a URL; remove it in the web UI"
         )));
     }
     if !yes {
-        ask(&remove_question(id, todo))?;
+        ask(&remove_question(id, &todo.title, todo.state.as_str(), scope, queue))?;
     }
     let raw = api.send(Method::DELETE, api.url(&["queues", scope, queue, "todos", id], &[]), None).await?;
     emit_done(&raw, json, &format!("removed {id}"));
@@ -84,12 +73,9 @@ fn require_someone_to_ask(yes: bool) -> Result<(), Failure> {
 async fn count_pending(api: &Api, scope: &str, queue: &str) -> Pending {
     let limit = COUNT_LIMIT.to_string();
     let query = [("scope", scope), ("queue", queue), ("state", "pending"), ("limit", limit.as_str())];
-    match api.send_json(Method::GET, api.url(&["todos"], &query), None).await {
-        Ok((_, listed)) => match listed.get("todos").and_then(Value::as_array) {
-            Some(todos) if todos.len() >= COUNT_LIMIT => Pending::AtLeast(todos.len()),
-            Some(todos) => Pending::Exactly(todos.len()),
-            None => Pending::Unknown,
-        },
+    match api.send_and_read::<Todos<TodoBody>>(Method::GET, api.url(&["todos"], &query), None).await {
+        Ok((_, listed)) if listed.todos.len() >= COUNT_LIMIT => Pending::AtLeast(listed.todos.len()),
+        Ok((_, listed)) => Pending::Exactly(listed.todos.len()),
         Err(_) => Pending::Unknown,
     }
 }
@@ -105,14 +91,14 @@ fn clear_question(scope: &str, queue: &str, pending: Pending) -> String {
     }
 }
 
-fn remove_question(id: &str, todo: &Value) -> String {
+fn remove_question(id: &str, title: &str, state: &str, scope: &str, queue: &str) -> String {
     format!(
         "Remove todo {} \"{}\" ({}) from {}/{}? [y/N] ",
         one_line(id),
-        clip(&text(todo.get("title")), TITLE_CHARS_MAX),
-        one_line(&text(todo.get("state"))),
-        one_line(&text(todo.get("scope"))),
-        one_line(&text(todo.get("queue"))),
+        clip(title, TITLE_CHARS_MAX),
+        one_line(state),
+        one_line(scope),
+        one_line(queue),
     )
 }
 
@@ -140,7 +126,6 @@ fn confirmed(input: &mut impl BufRead) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn the_clear_question_names_the_queue_and_how_many_todos_go() {
@@ -160,10 +145,8 @@ mod tests {
 
     #[test]
     fn the_remove_question_quotes_the_title_on_one_line() {
-        let todo = json!({"id": "td_1", "scope": "endpoint:ep_1", "queue": "inbox", "state": "pending",
-                          "title": "look\u{1b}[2J at\nthis"});
         assert_eq!(
-            remove_question("td_1", &todo),
+            remove_question("td_1", "look\u{1b}[2J at\nthis", "pending", "endpoint:ep_1", "inbox"),
             "Remove todo td_1 \"look [2J at this\" (pending) from endpoint:ep_1/inbox? [y/N] "
         );
     }

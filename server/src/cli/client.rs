@@ -124,9 +124,19 @@ impl Api {
 
     /// Sends one request and parses a JSON answer.
     pub async fn send_json(&self, method: Method, url: Url, body: Option<&Value>) -> Result<(String, Value), Failure> {
+        self.send_and_read(method, url, body).await
+    }
+
+    /// The answer's text and the answer read as `T` (a wire type, or any JSON as `Value`).
+    pub async fn send_and_read<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+    ) -> Result<(String, T), Failure> {
         let text = self.send(method.clone(), url.clone(), body).await?;
-        let value = read_answer(&method, &url, &text)?;
-        Ok((text, value))
+        let answer = read_answer(&method, &url, &text)?;
+        Ok((text, answer))
     }
 }
 

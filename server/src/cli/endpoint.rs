@@ -10,7 +10,8 @@
 //! file only shapes requests and draws answers.
 
 use super::client::{Api, Failure};
-use super::render::{Table, Viewer, emit, emit_done, instant, text};
+use super::render::{Table, Viewer, emit, emit_done};
+use crate::wire_types::{HookAdded, HookBody, HookTestBody, Hooks, Millis, PresenceBody, RotatedToken};
 use clap::{ArgGroup, Subcommand};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -150,9 +151,8 @@ pub enum HookCommand {
 pub async fn run(api: &Api, command: EndpointCommand, json: bool) -> Result<(), Failure> {
     match command {
         EndpointCommand::Presence { reference } => {
-            let (raw, answer) = api.send_json(Method::GET, presence_url(api, &reference), None).await?;
-            emit(&if json { raw } else { presence_text(&reference, &answer, Viewer::from_env()) });
-            Ok(())
+            let request = (Method::GET, presence_url(api, &reference), None);
+            api.send_and_show(request, json, |answer| presence_text(&reference, &answer, Viewer::from_env())).await
         }
         EndpointCommand::ClockIn { reference, for_seconds } => {
             let mut body = json!({ "presence": "in" });
@@ -168,9 +168,9 @@ pub async fn run(api: &Api, command: EndpointCommand, json: bool) -> Result<(), 
             // clap's group makes SHIFT and --clear exclusive and one of them required.
             debug_assert!(shift.is_some() != clear);
             let url = api.url(&["endpoints", &reference, "shift"], &[]);
-            let (raw, answer) = api.send_json(Method::PUT, url, Some(&json!({ "shift": shift }))).await?;
-            emit(&if json { raw } else { presence_text(&reference, &answer, Viewer::from_env()) });
-            Ok(())
+            let body = json!({ "shift": shift });
+            let request = (Method::PUT, url, Some(&body));
+            api.send_and_show(request, json, |answer| presence_text(&reference, &answer, Viewer::from_env())).await
         }
         EndpointCommand::Hook { command } => hook(api, command, json).await,
         EndpointCommand::Revoke { reference } => {
@@ -181,36 +181,30 @@ pub async fn run(api: &Api, command: EndpointCommand, json: bool) -> Result<(), 
         }
         EndpointCommand::Rotate { reference } => {
             let url = api.url(&["endpoints", &reference, "rotate"], &[]);
-            let (raw, answer) = api.send_json(Method::POST, url, None).await?;
-            emit(&if json { raw } else { rotated_text(&reference, &answer) });
-            Ok(())
+            api.send_and_show((Method::POST, url, None), json, |answer| rotated_text(&reference, &answer)).await
         }
     }
 }
 
 async fn put_presence(api: &Api, reference: &str, body: &Value, json: bool) -> Result<(), Failure> {
-    let (raw, answer) = api.send_json(Method::PUT, presence_url(api, reference), Some(body)).await?;
-    emit(&if json { raw } else { presence_text(reference, &answer, Viewer::from_env()) });
-    Ok(())
+    let request = (Method::PUT, presence_url(api, reference), Some(body));
+    api.send_and_show(request, json, |answer| presence_text(reference, &answer, Viewer::from_env())).await
 }
 
 async fn hook(api: &Api, command: HookCommand, json: bool) -> Result<(), Failure> {
     match command {
         HookCommand::Add { reference, hook_url, ignore_presence } => {
             let body = json!({ "url": hook_url, "ignore_presence": ignore_presence });
-            let (raw, answer) = api.send_json(Method::POST, hooks_url(api, &reference, &[]), Some(&body)).await?;
-            emit(&if json { raw } else { added_text(&answer) });
-            Ok(())
+            let request = (Method::POST, hooks_url(api, &reference, &[]), Some(&body));
+            api.send_and_show(request, json, |answer| added_text(&answer)).await
         }
         HookCommand::List { reference } => {
-            let (raw, answer) = api.send_json(Method::GET, hooks_url(api, &reference, &[]), None).await?;
-            let hooks = answer.get("hooks").and_then(Value::as_array).cloned().unwrap_or_default();
-            emit(&if json { raw } else { hooks_text(&hooks) });
-            Ok(())
+            let request = (Method::GET, hooks_url(api, &reference, &[]), None);
+            api.send_and_show(request, json, |answer: Hooks| hooks_text(&answer.hooks)).await
         }
         HookCommand::Test { reference, hook_id } => {
             let url = hooks_url(api, &reference, &[&hook_id, "test"]);
-            let (raw, answer) = api.send_json(Method::POST, url, None).await?;
+            let (raw, answer) = api.send_and_read(Method::POST, url, None).await?;
             let (delivered, line) = test_text(&answer);
             emit(if json { &raw } else { &line });
             if delivered { Ok(()) } else { Err(Failure::Trouble(format!("hook {hook_id} was not delivered"))) }
@@ -235,74 +229,68 @@ fn hooks_url(api: &Api, reference: &str, rest: &[&str]) -> reqwest::Url {
 }
 
 /// The presence answer `{presence, source, until, shift, pending}` as a one-row table.
-fn presence_text(reference: &str, answer: &Value, viewer: Viewer) -> String {
-    let until = instant(answer.get("until")).map_or_else(|| "-".to_string(), |at| viewer.format(at));
+fn presence_text(reference: &str, answer: &PresenceBody, viewer: Viewer) -> String {
+    let until = answer.until.map_or_else(|| "-".to_string(), |Millis(at)| viewer.format(at));
     let mut table = Table::new(&["ENDPOINT", "PRESENCE", "SOURCE", "UNTIL", "SHIFT", "PENDING"]);
     table.row(vec![
         reference.to_string(),
-        text(answer.get("presence")),
-        text(answer.get("source")),
+        answer.presence.clone(),
+        answer.source.clone(),
         until,
-        text(answer.get("shift")),
-        text(answer.get("pending")),
+        answer.shift.clone().unwrap_or_else(|| "-".into()),
+        answer.pending.to_string(),
     ]);
     table.render()
 }
 
 /// `{hook, secret}`: the hook, then the secret with the warning that it is never shown again.
-fn added_text(answer: &Value) -> String {
-    let hook = answer.get("hook").unwrap_or(&Value::Null);
+fn added_text(answer: &HookAdded) -> String {
     format!(
         "added hook {} -> {}\nsecret: {}\nThe secret is shown this once only: keep it to verify the webhook-signature header.",
-        text(hook.get("id")),
-        text(hook.get("url")),
-        text(answer.get("secret")),
+        answer.hook.id, answer.hook.url, answer.secret,
     )
 }
 
-fn hooks_text(hooks: &[Value]) -> String {
+fn hooks_text(hooks: &[HookBody]) -> String {
     if hooks.is_empty() {
         return "no hooks".into();
     }
     let mut table = Table::new(&["ID", "URL", "ENABLED", "FAILURES", "IGNORE PRESENCE", "CREATED"]);
     for hook in hooks {
-        let enabled = match (hook.get("enabled").and_then(Value::as_bool), hook.get("disabled_reason")) {
-            (Some(true), _) => "yes".to_string(),
-            (_, Some(Value::String(reason))) => format!("no ({reason})"),
-            _ => "no".to_string(),
+        let enabled = match (hook.enabled, &hook.disabled_reason) {
+            (true, _) => "yes".to_string(),
+            (false, Some(reason)) => format!("no ({reason})"),
+            (false, None) => "no".to_string(),
         };
-        let ignore = if hook.get("ignore_presence").and_then(Value::as_bool) == Some(true) { "yes" } else { "no" };
+        let ignore = if hook.ignore_presence { "yes" } else { "no" };
         table.row(vec![
-            text(hook.get("id")),
-            text(hook.get("url")),
+            hook.id.clone(),
+            hook.url.clone(),
             enabled,
-            text(hook.get("consecutive_failures")),
+            hook.consecutive_failures.to_string(),
             ignore.to_string(),
-            text(hook.get("created_at")),
+            crate::wire::rfc3339(hook.created_at.0),
         ]);
     }
     table.render()
 }
 
 /// `{token}`: the new credential, then the warning that it is never shown again.
-fn rotated_text(reference: &str, answer: &Value) -> String {
+fn rotated_text(reference: &str, answer: &RotatedToken) -> String {
     format!(
         "rotated the MCP credential of endpoint {reference}\ntoken: {}\n\
          The token is shown this once only; the old one is refused from now on.",
-        text(answer.get("token")),
+        answer.token,
     )
 }
 
 /// `{outcome, status?|reason?}` as one line, and whether the call was delivered.
-fn test_text(answer: &Value) -> (bool, String) {
-    let outcome = text(answer.get("outcome"));
-    let delivered = outcome == "delivered";
-    let line = if delivered {
-        format!("delivered (HTTP {})", text(answer.get("status")))
-    } else {
-        format!("{outcome}: {}", text(answer.get("reason")))
-    };
-    (delivered, line)
+fn test_text(answer: &HookTestBody) -> (bool, String) {
+    match answer {
+        HookTestBody::Delivered { status } => (true, format!("delivered (HTTP {status})")),
+        HookTestBody::Failed { reason } => (false, format!("failed: {reason}")),
+        HookTestBody::Refused { reason } => (false, format!("refused: {reason}")),
+    }
 }
 
 /// REF as a URL segment: a slug or an id, never empty and never a path of its own.
@@ -318,6 +306,7 @@ mod tests {
     fn presence_reads_as_one_row() {
         let answer = json!({"presence": "in", "source": "override", "until": "2026-03-10T17:00:00Z",
                             "shift": "TZ=UTC Mon-Fri 09:00-17:00", "pending": 2});
+        let answer = serde_json::from_value(answer).expect("a presence answer");
         let table = presence_text("bot", &answer, Viewer::Named(chrono_tz::UTC));
         assert_eq!(
             table.lines().nth(1),
@@ -327,9 +316,13 @@ mod tests {
 
     #[test]
     fn a_test_call_is_delivered_only_when_the_server_says_so() {
-        assert_eq!(test_text(&json!({"outcome": "delivered", "status": 204})), (true, "delivered (HTTP 204)".into()));
+        let read = |answer: Value| serde_json::from_value::<HookTestBody>(answer).expect("a test outcome");
         assert_eq!(
-            test_text(&json!({"outcome": "refused", "reason": "private address"})),
+            test_text(&read(json!({"outcome": "delivered", "status": 204}))),
+            (true, "delivered (HTTP 204)".into())
+        );
+        assert_eq!(
+            test_text(&read(json!({"outcome": "refused", "reason": "private address"}))),
             (false, "refused: private address".into())
         );
     }
@@ -338,6 +331,7 @@ mod tests {
     fn hooks_show_why_they_are_disabled() {
         let hooks = [json!({"id": "hk_1", "url": "https://x.test/h", "enabled": false, "consecutive_failures": 10,
                             "disabled_reason": "10 failures", "ignore_presence": true, "created_at": "2026-01-01T00:00:00Z"})];
+        let hooks = hooks.map(|hook| serde_json::from_value(hook).expect("a hook"));
         assert!(hooks_text(&hooks).contains("no (10 failures)"));
         assert_eq!(hooks_text(&[]), "no hooks");
     }

@@ -8,7 +8,8 @@
 
 use super::client::{Api, Failure};
 use super::parse_id;
-use super::render::{Table, Viewer, emit, emit_done, instant, text};
+use super::render::{Table, Viewer, emit_done};
+use crate::wire_types::{Millis, MintedToken, TokenBody, Tokens};
 use clap::Subcommand;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
@@ -53,15 +54,12 @@ pub async fn run(api: &Api, command: TokenCommand, json: bool) -> Result<(), Fai
     match command {
         TokenCommand::Create { label, expires_in_seconds } => {
             let body = create_body(label, expires_in_seconds);
-            let (raw, answer) = api.send_json(Method::POST, api.url(&["tokens"], &[]), Some(&body)).await?;
-            emit(&if json { raw } else { created_text(&answer, expires_in_seconds) });
-            Ok(())
+            let request = (Method::POST, api.url(&["tokens"], &[]), Some(&body));
+            api.send_and_show(request, json, |answer: MintedToken| created_text(&answer, expires_in_seconds)).await
         }
         TokenCommand::List => {
-            let (raw, answer) = api.send_json(Method::GET, api.url(&["tokens"], &[]), None).await?;
-            let tokens = answer.get("tokens").and_then(Value::as_array).cloned().unwrap_or_default();
-            emit(&if json { raw } else { tokens_text(&tokens, Viewer::from_env()) });
-            Ok(())
+            let request = (Method::GET, api.url(&["tokens"], &[]), None);
+            api.send_and_show(request, json, |answer: Tokens| tokens_text(&answer.tokens, Viewer::from_env())).await
         }
         TokenCommand::Revoke { id } => {
             let raw = api.send(Method::DELETE, api.url(&["tokens", &id], &[]), None).await?;
@@ -84,31 +82,29 @@ fn create_body(label: Option<String>, expires_in_seconds: Option<i64>) -> Value 
 }
 
 /// `{token, label}`: the secret, then the warning that it is never shown again.
-fn created_text(answer: &Value, expires_in_seconds: Option<i64>) -> String {
+fn created_text(answer: &MintedToken, expires_in_seconds: Option<i64>) -> String {
     let expiry = expires_in_seconds.map_or_else(|| "never expires".to_string(), |s| format!("expires in {s} s"));
     format!(
         "created operator token (label: {}; {expiry})\ntoken: {}\n\
          The token is shown this once only: keep it secret. `switchboard token list` shows its id for revoking.",
-        text(answer.get("label")),
-        text(answer.get("token")),
+        answer.label.as_deref().unwrap_or("-"),
+        answer.token,
     )
 }
 
-/// `[{id, label, created_at, expires_at?, last_used_at?}]` as a table, instants in the viewer's zone.
-fn tokens_text(tokens: &[Value], viewer: Viewer) -> String {
+/// `[{id, label, created_at, expires_at}]` as a table, instants in the viewer's zone. (No store
+/// records a token's last use, so there is no column for it.)
+fn tokens_text(tokens: &[TokenBody], viewer: Viewer) -> String {
     if tokens.is_empty() {
         return "no tokens".into();
     }
-    let at =
-        |value: Option<&Value>, absent: &str| instant(value).map_or_else(|| absent.to_string(), |t| viewer.format(t));
-    let mut table = Table::new(&["ID", "LABEL", "CREATED", "EXPIRES", "LAST USED"]);
+    let mut table = Table::new(&["ID", "LABEL", "CREATED", "EXPIRES"]);
     for token in tokens {
         table.row(vec![
-            text(token.get("id")),
-            text(token.get("label")),
-            at(token.get("created_at"), "-"),
-            at(token.get("expires_at"), "never"),
-            at(token.get("last_used_at"), "-"),
+            token.id.clone(),
+            token.label.clone().unwrap_or_else(|| "-".into()),
+            viewer.format(token.created_at.0),
+            token.expires_at.map_or_else(|| "never".into(), |Millis(at)| viewer.format(at)),
         ]);
     }
     table.render()
@@ -134,6 +130,7 @@ mod tests {
             json!({"id": "tk_1", "label": "ci", "created_at": "2026-03-10T07:00:00Z", "expires_at": "2026-03-11T07:00:00Z"}),
             json!({"id": "tk_2", "label": null, "created_at": "2026-03-10T07:00:00Z", "expires_at": null}),
         ];
+        let tokens = tokens.map(|token| serde_json::from_value(token).expect("a token"));
         let shown = tokens_text(&tokens, Viewer::Named(chrono_tz::UTC));
         let rows: Vec<&str> = shown.lines().collect();
         assert!(rows[1].starts_with("tk_1") && rows[1].contains("2026-03-11 07:00 UTC"), "{shown}");
@@ -143,7 +140,8 @@ mod tests {
 
     #[test]
     fn the_secret_is_printed_with_its_warning() {
-        let shown = created_text(&json!({"token": "sbh_x", "label": "ci"}), Some(60));
+        let answer = MintedToken { token: "sbh_x".into(), label: Some("ci".into()), human_id: "hu_1".into() };
+        let shown = created_text(&answer, Some(60));
         assert!(shown.contains("token: sbh_x") && shown.contains("expires in 60 s"), "{shown}");
         assert!(shown.contains("shown this once only"), "{shown}");
     }
