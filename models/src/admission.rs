@@ -322,18 +322,22 @@ pub struct PolicyStatus {
 /// The status carried by each pending todo of a budgeted queue (REQ-6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AdmissionHint {
-    pub state: AdmissionState,
+    /// Why the todo waits; None when it is admitted.
     pub reason: Option<Reason>,
     pub next_eligible_at: Option<DateTime<Utc>>,
     pub exact: Option<bool>,
 }
 
 impl AdmissionHint {
-    pub const ADMITTED: AdmissionHint =
-        AdmissionHint { state: AdmissionState::Admitted, reason: None, next_eligible_at: None, exact: None };
+    pub const ADMITTED: AdmissionHint = AdmissionHint { reason: None, next_eligible_at: None, exact: None };
 
     pub fn is_deferred(&self) -> bool {
         self.reason.is_some()
+    }
+
+    /// Deferred exactly when there is a reason: the state is derived, so the two cannot disagree.
+    pub fn state(&self) -> AdmissionState {
+        if self.is_deferred() { AdmissionState::Deferred } else { AdmissionState::Admitted }
     }
 }
 
@@ -355,7 +359,7 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
                 }
                 Reason::Paused | Reason::AdmissionUnavailable => (None, None),
             };
-            AdmissionHint { state: AdmissionState::Deferred, reason: Some(reason), next_eligible_at, exact }
+            AdmissionHint { reason: Some(reason), next_eligible_at, exact }
         }
     };
     PolicyStatus {
@@ -382,12 +386,7 @@ pub fn unavailable_status() -> PolicyStatus {
         remaining: None,
         window_start: None,
         window_resets_at: None,
-        hint: AdmissionHint {
-            state: AdmissionState::Deferred,
-            reason: Some(Reason::AdmissionUnavailable),
-            next_eligible_at: None,
-            exact: None,
-        },
+        hint: AdmissionHint { reason: Some(Reason::AdmissionUnavailable), next_eligible_at: None, exact: None },
     }
 }
 

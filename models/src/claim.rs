@@ -195,7 +195,7 @@ pub fn deferred_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::{AdmissionState, PolicyStatus, QueueStatus, unavailable_status};
+    use crate::admission::{PolicyStatus, QueueStatus, unavailable_status};
     use chrono::TimeZone;
 
     fn queue(name: &str) -> QueueIdentity {
@@ -265,12 +265,7 @@ mod tests {
         let in_flight_full = |identity: QueueIdentity, lapsed: i64| QueueAdmission {
             status: PolicyStatus {
                 status: QueueStatus::InFlightFull,
-                hint: AdmissionHint {
-                    state: AdmissionState::Deferred,
-                    reason: Some(Reason::InFlightFull),
-                    next_eligible_at: None,
-                    exact: Some(false),
-                },
+                hint: AdmissionHint { reason: Some(Reason::InFlightFull), next_eligible_at: None, exact: Some(false) },
                 ..unavailable_status()
             },
             lapsed,
@@ -401,12 +396,8 @@ mod tests {
     // SPEC-0030 REQ-7: the `deferred` error's fields, and retry_after_seconds at least 1.
     #[test]
     fn req7_the_deferred_error_names_queue_reason_and_when() {
-        let hint = AdmissionHint {
-            state: AdmissionState::Deferred,
-            reason: Some(Reason::WindowExhausted),
-            next_eligible_at: Some(at(90)),
-            exact: Some(true),
-        };
+        let hint =
+            AdmissionHint { reason: Some(Reason::WindowExhausted), next_eligible_at: Some(at(90)), exact: Some(true) };
         let error = deferred_error(&queue("a"), Reason::WindowExhausted, hint, Some(at(0)));
         assert_eq!(error.code, Code::Deferred);
         assert_eq!(error.message, "queue a admits no claim now: window_exhausted");

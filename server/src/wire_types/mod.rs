@@ -160,7 +160,7 @@ pub struct DeferredHint {
 impl From<&AdmissionHint> for HintBody {
     fn from(hint: &AdmissionHint) -> HintBody {
         HintBody {
-            state: hint.state,
+            state: hint.state(),
             deferred: hint.reason.map(|reason| DeferredHint {
                 reason,
                 next_eligible_at: millis(hint.next_eligible_at),
@@ -411,12 +411,8 @@ mod tests {
             json!({"state": "admitted"})
         );
         let at = DateTime::parse_from_rfc3339("2026-11-02T09:30:00Z").expect("instant").to_utc();
-        let deferred = AdmissionHint {
-            state: AdmissionState::Deferred,
-            reason: Some(Reason::WindowExhausted),
-            next_eligible_at: Some(at),
-            exact: Some(true),
-        };
+        let deferred =
+            AdmissionHint { reason: Some(Reason::WindowExhausted), next_eligible_at: Some(at), exact: Some(true) };
         let written = serde_json::to_value(HintBody::from(&deferred)).expect("json");
         assert_eq!(
             written,
