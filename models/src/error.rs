@@ -129,17 +129,6 @@ impl Error {
         self.extras.insert(key.to_string(), value.into());
         self
     }
-
-    /// The operator API's error envelope: `{"error", "code", ...extras}`.
-    pub fn envelope(&self) -> Value {
-        let mut body = Map::new();
-        body.insert("error".into(), Value::String(self.message.clone()));
-        body.insert("code".into(), Value::String(self.code.as_str().into()));
-        for (key, value) in &self.extras {
-            body.insert(key.clone(), value.clone());
-        }
-        Value::Object(body)
-    }
 }
 
 impl fmt::Display for Error {

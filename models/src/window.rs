@@ -348,10 +348,11 @@ fn quoted(text: &str) -> String {
 /// The IANA zone names this build knows (chrono-tz's compiled-in table), as a regular-expression
 /// alternation: exactly the `tz` values [`WindowSpec::parse`] and a shift accept.
 pub fn zone_alternation() -> String {
+    // Only the characters a regular expression gives a meaning to outside a class are escaped
+    // (`+` in `Etc/GMT+1`): an escaped `-` is an error in ECMA-262's unicode mode, which JSON
+    // Schema validators in JavaScript use.
     let escape = |name: &str| -> String {
-        name.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '/' || c == '_' { c.to_string() } else { format!("\\{c}") })
-            .collect()
+        name.chars().map(|c| if "\\^$.|?*+()[]{}".contains(c) { format!("\\{c}") } else { c.to_string() }).collect()
     };
     chrono_tz::TZ_VARIANTS.iter().map(|tz| escape(tz.name())).collect::<Vec<_>>().join("|")
 }

@@ -11,7 +11,7 @@ use crate::wire_types::requests::tool::{
 };
 use crate::wire_types::{
     ClaimNextBody, ClaimedBody, Completed, CreatedBody, PolicyCleared, PolicySaved, PresenceBody, QueueAdmissions,
-    Removed, TodoBody, Todos,
+    Removed, TodoBody, Todos, ToolErrorBody,
 };
 use models::scope::AgentScope;
 use models::verbs::Verb;
@@ -78,19 +78,20 @@ fn generator() -> SchemaGenerator {
 }
 
 /// One catalog entry: `A` is the tool's arguments as `tools::call_tool` reads them, `R` its
-/// answer as it writes it (the `structuredContent`). MCP wants an object schema for both.
+/// answer as it writes it (the `structuredContent`). MCP wants an object schema for both. A
+/// refused call carries the error envelope as its `structuredContent` too, so the output schema
+/// admits either: a client that checks every result against it never fails on a refusal.
 fn entry<A: JsonSchema, R: JsonSchema>(tool: Tool, description: &'static str) -> Entry {
-    let object = |mut schema: Schema| {
-        schema.insert("type".into(), json!("object"));
+    let bare = |mut schema: Schema| {
         schema.remove("title");
-        schema.to_value()
+        schema
     };
-    Entry {
-        tool,
-        description,
-        input_schema: object(generator().into_root_schema_for::<A>()),
-        output_schema: object(generator().into_root_schema_for::<R>()),
-    }
+    let mut input = bare(generator().into_root_schema_for::<A>());
+    input.insert("type".into(), json!("object"));
+    let answer = bare(generator().into_root_schema_for::<R>());
+    let refusal = bare(generator().into_root_schema_for::<ToolErrorBody<'static>>());
+    let output = json!({ "type": "object", "anyOf": [answer, refusal] });
+    Entry { tool, description, input_schema: input.to_value(), output_schema: output }
 }
 
 fn build_tool_catalog() -> Vec<Entry> {
@@ -198,4 +199,58 @@ pub(super) fn tools_for(agent: &AgentScope) -> Vec<ToolListing<'static>> {
             output_schema: &entry.output_schema,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The escapes ECMA-262's unicode mode refuses outside a class (`\-`, and any letter it does
+    /// not define), which would stop a JavaScript client from compiling a tool's schema.
+    fn javascript_refuses(pattern: &str) -> bool {
+        let (mut chars, mut in_class) = (pattern.chars(), false);
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    let escaped = chars.next().unwrap_or('\\');
+                    if !in_class && !"\\^$.|?*+()[]{}/dDwWsSbBtnrfvux0123456789pPk".contains(escaped) {
+                        return true;
+                    }
+                }
+                '[' => in_class = true,
+                ']' => in_class = false,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    fn patterns<'v>(value: &'v Value, found: &mut Vec<&'v str>) {
+        match value {
+            Value::Object(map) => map.iter().for_each(|(key, member)| match (key.as_str(), member) {
+                ("pattern", Value::String(pattern)) => found.push(pattern),
+                _ => patterns(member, found),
+            }),
+            Value::Array(items) => items.iter().for_each(|item| patterns(item, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_output_schema_admits_the_answer_or_the_refusal_and_every_pattern_compiles_in_javascript() {
+        let mut found = Vec::new();
+        for entry in tool_catalog() {
+            let either = entry.output_schema["anyOf"].as_array().expect("answer or refusal");
+            assert_eq!(either.len(), 2, "{}", entry.tool.as_str());
+            assert_eq!(either[1]["required"], json!(["message", "code"]), "{}", entry.tool.as_str());
+            assert_eq!(entry.input_schema["type"], "object", "{}", entry.tool.as_str());
+            patterns(&entry.input_schema, &mut found);
+            patterns(&entry.output_schema, &mut found);
+        }
+        let document = crate::openapi::document();
+        patterns(&document, &mut found);
+        assert!(found.iter().any(|pattern| pattern.contains("Etc/GMT\\+1")), "the zones are in a pattern");
+        let refused: Vec<&&str> = found.iter().filter(|pattern| javascript_refuses(pattern)).collect();
+        assert!(refused.is_empty(), "{} patterns a JavaScript validator refuses", refused.len());
+    }
 }

@@ -218,12 +218,7 @@ struct TextContent<'a> {
 
 /// A refused tool call's result: the error envelope, `error` renamed `message`.
 fn tool_error(id: &Value, error: &Error) -> Response {
-    let mut structured = error.envelope();
-    if let Some(map) = structured.as_object_mut()
-        && let Some(message) = map.remove("error")
-    {
-        map.insert("message".into(), message);
-    }
+    let structured = crate::wire_types::ToolErrorBody::from(error);
     let text = error.to_string();
     let result =
         ToolResult { content: [TextContent { kind: "text", text: &text }], structured: &structured, is_error: true };

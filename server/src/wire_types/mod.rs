@@ -386,6 +386,23 @@ impl<'a> From<&'a models::error::Error> for ErrorBody<'a> {
     }
 }
 
+/// A refused MCP tool call's `structuredContent`: the error envelope with `error` named
+/// `message` (contract §4).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ToolErrorBody<'a> {
+    pub message: &'a str,
+    #[schemars(schema_with = "error_codes")]
+    pub code: &'static str,
+    #[serde(flatten)]
+    pub extras: &'a serde_json::Map<String, Value>,
+}
+
+impl<'a> From<&'a models::error::Error> for ToolErrorBody<'a> {
+    fn from(error: &'a models::error::Error) -> ToolErrorBody<'a> {
+        ToolErrorBody { message: &error.message, code: error.code.as_str(), extras: &error.extras }
+    }
+}
+
 fn error_codes(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let codes: Vec<&str> = models::error::Code::ALL.iter().map(|code| code.as_str()).collect();
     schemars::json_schema!({ "enum": codes })
