@@ -51,11 +51,16 @@ fn refusal(error: serde_path_to_error::Error<serde_json::Error>) -> Error {
         return Error::invalid(&field, format!("{field} is required"));
     }
     let field = if path == "." { "body".to_string() } else { path };
+    if message.starts_with("invalid type: null") {
+        return Error::invalid(&field, format!("{field} is required"));
+    }
     let expected = message.rsplit_once(", expected ").map_or(message.as_str(), |(_, expected)| expected);
     let expected = match expected {
         _ if expected.starts_with("struct ") || expected == "a map" => "a JSON object",
         "a sequence" => "a list",
         "a boolean" => "true or false",
+        // An enum of words (`presence`) sent as something else than a string.
+        "string or map" => "a string",
         other => other,
     };
     Error::invalid(&field, format!("{field} must be {expected}"))
@@ -301,6 +306,9 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Op
 fn title_or_payload(schema: &mut Schema) {
     let mut with_title = schema.clone();
     with_title.insert("required".into(), serde_json::json!(["title"]));
+    if let Some(title) = with_title.pointer_mut("/properties/title") {
+        title["type"] = serde_json::json!("string");
+    }
     let mut with_payload = schema.clone();
     with_payload.insert("required".into(), serde_json::json!(["payload"]));
     if let Some(title) = with_payload.get_mut("properties").and_then(|p| p.get_mut("title")) {
@@ -420,6 +428,10 @@ mod tests {
             ("colour".into(), "unknown field colour".into())
         );
         assert_eq!(refused::<TodoRequest>(json!(7)), ("body".into(), "body must be a JSON object".into()));
+        assert_eq!(
+            refused::<TodoRequest>(json!({"scope": null, "queue": "q", "title": "t"})),
+            ("scope".into(), "scope is required".into())
+        );
         assert_eq!(
             refused::<CompleteArgs>(json!({"ids": ["td_1", 2]})),
             ("ids[1]".into(), "ids[1] must be a string".into())
