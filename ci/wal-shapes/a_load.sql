@@ -1,0 +1,5 @@
+INSERT INTO todos (id, endpoint_id, queue, title, created_by_kind, created_at, updated_at)
+SELECT 'td_' || replace(gen_random_uuid()::text, '-', ''), 'ep_0123456789abcdef0123456789abcdef', 'work', 'noop', 'system',
+       now() - interval '1 hour' + make_interval(secs => n / 1000.0), now()
+FROM generate_series(1, :n) AS n;
+ANALYZE todos;

@@ -1,0 +1,21 @@
+-- C: one table, state stays indexed (no HOT), fewest indexes a non-HOT update must feed.
+-- Kept: pkey, list_* (common.sql), claim_scan_*, due_retries, dedup_* (the last two take no entry in claim/complete).
+-- Dropped: claim_order_* (a multi-queue claim merges per-queue claim_scan reads), in_flight_* and todos_leases
+-- (replaced by leases_* per identity, which serve the in-flight count and a per-identity reaper), pending_*
+-- (intake count = claim_scan count - leases count - due-retry count, all index-only).
+CREATE INDEX todos_claim_scan_endpoint ON todos (endpoint_id, queue, created_at, id)
+    WHERE endpoint_id IS NOT NULL AND (state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL));
+CREATE INDEX todos_claim_scan_team ON todos (team_id, queue, created_at, id)
+    WHERE team_id IS NOT NULL AND (state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL));
+CREATE INDEX todos_leases_endpoint ON todos (endpoint_id, queue, lease_expires_at) WHERE state = 'claimed' AND endpoint_id IS NOT NULL;
+CREATE INDEX todos_leases_team ON todos (team_id, queue, lease_expires_at) WHERE state = 'claimed' AND team_id IS NOT NULL;
+CREATE INDEX todos_due_retries ON todos (next_retry_at) WHERE state = 'failed' AND next_retry_at IS NOT NULL;
+CREATE UNIQUE INDEX todos_dedup_endpoint ON todos (endpoint_id, queue, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND endpoint_id IS NOT NULL AND state <> 'done' AND (state <> 'failed' OR next_retry_at IS NOT NULL);
+CREATE UNIQUE INDEX todos_dedup_team ON todos (team_id, queue, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND team_id IS NOT NULL AND state <> 'done' AND (state <> 'failed' OR next_retry_at IS NOT NULL);
+CREATE TABLE todo_attempts (
+    todo_id text NOT NULL REFERENCES todos (id) ON DELETE CASCADE, seq integer NOT NULL,
+    claimant text NOT NULL, endpoint_id text, started_at timestamptz NOT NULL, ended_at timestamptz,
+    outcome text CHECK (outcome IN ('completed', 'failed', 'released', 'lease_expired', 'reaped', 'canceled')),
+    PRIMARY KEY (todo_id, seq));
