@@ -15,6 +15,14 @@ pub enum BootstrapError {
     NotFound(String),
     Invalid(String),
     Database(sqlx::Error),
+    /// Committed, but not every serving replica confirmed it in time (`credential_cache`).
+    Unconfirmed(String),
+}
+
+impl BootstrapError {
+    pub(crate) fn unconfirmed(error: models::error::Error) -> Self {
+        BootstrapError::Unconfirmed(error.to_string())
+    }
 }
 
 impl std::fmt::Display for BootstrapError {
@@ -23,6 +31,7 @@ impl std::fmt::Display for BootstrapError {
             BootstrapError::NotFound(what) => write!(f, "not found: {what}"),
             BootstrapError::Invalid(what) => write!(f, "invalid: {what}"),
             BootstrapError::Database(error) => write!(f, "database error: {error}"),
+            BootstrapError::Unconfirmed(what) => write!(f, "unconfirmed: {what}"),
         }
     }
 }
@@ -95,6 +104,7 @@ impl PgStore {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.await_credential_change().await.map_err(BootstrapError::unconfirmed)?;
         Ok(Team { id, slug, name })
     }
 
@@ -129,6 +139,7 @@ impl PgStore {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.await_credential_change().await.map_err(BootstrapError::unconfirmed)?;
         Ok((Team { id: team_id, slug, name: team_name }, Human { id: human_id, name, instance_admin }))
     }
 }

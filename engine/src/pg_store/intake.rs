@@ -315,7 +315,7 @@ impl PgStore {
             return Err(Error::not_found());
         }
         tracing::info!(endpoint = %id, human = %human.human.id, "endpoint deleted with its todos");
-        Ok(())
+        self.await_credential_change().await
     }
 }
 

@@ -38,6 +38,7 @@ mod bootstrap;
 mod claim;
 mod claim_many;
 mod claim_unbudgeted;
+pub mod credential_cache;
 mod groups;
 mod held;
 mod hooks;
@@ -66,6 +67,7 @@ use std::time::Duration;
 
 pub use board_reads::{QueueCounts, SessionSeen, TodoCursor};
 pub use bootstrap::BootstrapError;
+use credential_cache::CredentialCache;
 pub use principals::{hash_token, new_token};
 pub use push::{PUSH_CHANNEL, ring_announcement};
 pub use removal::{HumanRemoval, MemberRemoval};
@@ -96,6 +98,9 @@ pub struct PgStore {
     refused_hint: Arc<QueueSetHint>,
     /// Budgeted claimers of one queue set waiting to be claimed for together (group admission).
     claim_groups: Arc<groups::ClaimGroups>,
+    /// This replica's cache of endpoint credentials (`credential_cache`); None: every look-up
+    /// reads the database. Only a serving replica that keeps its lease turns it on.
+    credentials: Option<Arc<CredentialCache>>,
 }
 
 /// The claim path's steps that only `ci/bench-admission` turns off, to measure what each costs:
@@ -236,7 +241,21 @@ impl PgStore {
             refused_hint: Arc::default(),
             claim_groups: Arc::new(groups),
             intake_env: models::capacity::CapacityEnv::Unset,
+            credentials: None,
         }
+    }
+
+    /// Answers endpoint credentials from a cache kept under a lease (`credential_cache`); the
+    /// caller runs `credential_cache::spawn_keeper`, without which no lease is held and every
+    /// look-up still reads the database.
+    pub fn with_credential_cache(mut self, replica_id: impl Into<String>) -> PgStore {
+        self.credentials = Some(Arc::new(CredentialCache::new(replica_id.into())));
+        self
+    }
+
+    /// This replica's credential cache, if it has one (tests give up its lease through it).
+    pub fn credential_cache(&self) -> Option<&CredentialCache> {
+        self.credentials.as_deref()
     }
 
     /// The reaper tick the in-flight hint adds to the earliest lease expiry.

@@ -1,7 +1,9 @@
 //! Humans, their API tokens, teams and vended endpoints: who may act, and on what.
 //!
-//! Reach is computed on every call from live rows (an endpoint's effective scope is its vend
-//! grant intersected with its owner's current team memberships), never cached.
+//! Reach is computed from live rows (an endpoint's effective scope is its vend grant intersected
+//! with its owner's current team memberships). A serving replica answers an endpoint credential
+//! from its cache (`credential_cache`), which every change to those rows invalidates on every
+//! replica before the change's call returns; a human's token is read on every call.
 
 use super::{PgStore, db_error, finish, touched};
 use chrono::{DateTime, Utc};
@@ -37,6 +39,8 @@ struct AgentRow {
     grant_team_ids: Vec<String>,
     grant_queues: Vec<String>,
     configured_team_ids: Vec<String>,
+    /// `credential_epoch` in the same snapshot as the rest (`credential_cache`, rule 1).
+    epoch: i64,
 }
 
 /// An endpoint with its vend grants (team id or '' for its own queues, and the queue, in order).
@@ -129,6 +133,9 @@ impl PgStore {
     }
 
     pub(crate) async fn agent_by_token_tx(&self, slug: &str, token_hash: &str) -> Result<AgentLookup> {
+        if let Some(answer) = self.credentials.as_ref().and_then(|cache| cache.lookup(slug, token_hash)) {
+            return Ok(answer);
+        }
         // Team grants count only while the endpoint's owner still reaches the team.
         let row: Option<AgentRow> = sqlx::query_as(
             "WITH live AS ( \
@@ -140,7 +147,8 @@ impl PgStore {
                ARRAY(SELECT queue FROM live ORDER BY team_id NULLS FIRST, queue) AS grant_queues, \
                ARRAY(SELECT t.id FROM teams t WHERE t.id = e.owner_team_id \
                      OR t.id = ANY(ARRAY(SELECT m.team_id FROM team_members m WHERE m.human_id = e.owner_human_id \
-                                 AND m.role IN ('owner', 'admin'))) ORDER BY t.id) AS configured_team_ids \
+                                 AND m.role IN ('owner', 'admin'))) ORDER BY t.id) AS configured_team_ids, \
+               (SELECT epoch FROM credential_epoch) AS epoch \
              FROM endpoints e WHERE e.token_hash = $1 AND NOT e.revoked",
         )
         .bind(token_hash)
@@ -156,6 +164,7 @@ impl PgStore {
             grant_team_ids,
             grant_queues,
             configured_team_ids,
+            epoch,
         }) = row
         else {
             return Ok(AgentLookup::Unknown);
@@ -179,7 +188,7 @@ impl PgStore {
             })
             .collect();
         let manages = Reach { endpoint_ids: vec![id.clone()], team_ids: configured_team_ids };
-        Ok(AgentLookup::Found(Box::new(AgentScope {
+        let agent = AgentScope {
             acting_for_human_id: created_by_human_id.or_else(|| owner_human_id.clone()),
             endpoint_id: id,
             endpoint_slug,
@@ -188,7 +197,11 @@ impl PgStore {
             granted,
             verbs,
             manages,
-        })))
+        };
+        if let Some(cache) = &self.credentials {
+            cache.remember(token_hash, epoch, &agent);
+        }
+        Ok(AgentLookup::Found(Box::new(agent)))
     }
 
     pub(crate) async fn resolve_scope_tx(&self, reach: &Reach, scope: &ScopeRef) -> Result<Owner> {
@@ -403,7 +416,8 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(db_error)
-            .and_then(touched)
+            .and_then(touched)?;
+        self.await_credential_change().await
     }
 
     pub(crate) async fn rotate_endpoint_tx(&self, endpoint_id: &str, token_hash: &str) -> Result<()> {
@@ -413,7 +427,8 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(db_error)
-            .and_then(touched)
+            .and_then(touched)?;
+        self.await_credential_change().await
     }
 
     pub(crate) async fn list_teams_tx(&self, human: &HumanScope) -> Result<Vec<(Team, TeamRole)>> {

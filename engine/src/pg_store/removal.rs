@@ -92,6 +92,7 @@ impl PgStore {
                 .rows_affected();
         let released = release_leases_of(&mut tx, &human_id, None, now).await?;
         tx.commit().await?;
+        self.await_credential_change().await.map_err(BootstrapError::unconfirmed)?;
         let removal = HumanRemoval {
             human_id,
             name,
@@ -159,6 +160,7 @@ impl PgStore {
             .await?;
         let released = release_leases_of(&mut tx, &human_id, Some(&team_id), now).await?;
         tx.commit().await?;
+        self.await_credential_change().await.map_err(BootstrapError::unconfirmed)?;
         let removal = MemberRemoval {
             team_id,
             human_id,

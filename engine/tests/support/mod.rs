@@ -10,7 +10,7 @@ use engine::pg_store::{hash_token, new_token};
 use engine::testing::{TestDatabase, fresh_database};
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
-use models::scope::{Actor, HumanScope};
+use models::scope::{Actor, Endpoint, HumanScope};
 use models::store::prelude::*;
 use models::store::{AgentLookup, ClaimNext, Claimed, DeferredQueue, ManualClock, NewEndpoint};
 use models::todo::{CreatedByKind, MAX_ATTEMPTS_DEFAULT, NewTodo, Todo};
@@ -63,6 +63,15 @@ impl World {
     /// Vends an endpoint owned by `owner` granting its own `queues` and the `team_queues` (team
     /// id, queue) of teams `owner` belongs to, and returns its agent actor.
     pub async fn agent_granted(&self, owner: &HumanScope, queues: &[&str], team_queues: &[(&str, &str)]) -> Actor {
+        let (endpoint, token) = self.vend(owner, queues, team_queues).await;
+        match self.store.agent_by_token(&endpoint.slug, &hash_token(&token)).await.expect("lookup") {
+            AgentLookup::Found(scope) => Actor::Agent(*scope),
+            other => panic!("vended endpoint did not authenticate: {other:?}"),
+        }
+    }
+
+    /// Vends an endpoint owned by `owner` as `agent_granted` does; the endpoint and its key.
+    pub async fn vend(&self, owner: &HumanScope, queues: &[&str], team_queues: &[(&str, &str)]) -> (Endpoint, String) {
         let token = new_token("sbk_");
         let endpoint = self
             .store
@@ -78,10 +87,7 @@ impl World {
             })
             .await
             .expect("vend");
-        match self.store.agent_by_token(&endpoint.slug, &hash_token(&token)).await.expect("lookup") {
-            AgentLookup::Found(scope) => Actor::Agent(*scope),
-            other => panic!("vended endpoint did not authenticate: {other:?}"),
-        }
+        (endpoint, token)
     }
 
     /// The owner's human actor, refreshed so it reaches endpoints vended since.
