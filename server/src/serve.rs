@@ -9,6 +9,7 @@ use crate::load::{LoadArgs, LoadGuard};
 use crate::public_url::PublicUrl;
 use crate::push::{Hub, tasks};
 use crate::state::AppState;
+use engine::pg_store::credential_cache;
 use engine::{PgStore, PoolSettings, sweeps};
 use models::store::SystemClock;
 use std::net::SocketAddr;
@@ -38,8 +39,12 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     if let Some(warning) = warning {
         tracing::warn!("{warning}");
     }
+    let replica_id = Hub::random_replica_id();
     let store = match PgStore::connect(target.url(), settings, Arc::new(SystemClock)).await {
-        Ok(store) => store.with_intake_env(intake_env).with_reaper_interval(options.reaper_interval),
+        Ok(store) => store
+            .with_intake_env(intake_env)
+            .with_reaper_interval(options.reaper_interval)
+            .with_credential_cache(replica_id.clone()),
         Err(error) => {
             stop_embedded(target).await;
             return Err(format!("cannot connect to the database: {error}"));
@@ -63,7 +68,8 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let sweeper = sweeps::spawn(store.clone(), options.reaper_interval, shutdown_rx.clone());
     let metrics = Arc::new(crate::metrics::MetricsConfig::from_env());
-    let push = Arc::new(Hub::new(Hub::random_replica_id()));
+    let credential_keeper = credential_cache::spawn_keeper(store.clone(), shutdown_rx.clone());
+    let push = Arc::new(Hub::new(replica_id));
     let hook_addresses = AddressPolicy::from_env();
     if hook_addresses == AddressPolicy::AllowPrivate {
         tracing::warn!("SWITCHBOARD_HOOKS_ALLOW_PRIVATE is set: notify hooks may call private and loopback addresses");
@@ -100,6 +106,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     server.await;
     signals.abort();
     let _ = sweeper.await;
+    let _ = credential_keeper.await;
     for pusher in pushers {
         let _ = pusher.await;
     }
