@@ -6,6 +6,8 @@
 //! 199 are exhausted with older work, seeded as `bench_admission` seeds them (`bench_paths`). A
 //! benchmark: it prints, it asserts nothing.
 //! Usage: cargo run --release -p server --example bench_mcp [-- SECONDS [AGENTS,...]]
+//! `SWITCHBOARD_BENCH_UNCACHED_CREDENTIALS=1` serves MCP without the credential cache, so one
+//! build measures what the cache is worth.
 
 #[path = "../../engine/examples/support/bench_endpoint.rs"]
 mod bench_endpoint;
@@ -77,7 +79,8 @@ async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Durati
     let agent = seed_path(&store, path, ADMITTED_TODOS).await;
     // Served as `switchboard serve` serves: credentials answered from the replica's cache, under
     // the lease its keeper holds (issue #31 item 3).
-    let store = if through_mcp { store.with_credential_cache("rp_bench") } else { store };
+    let cached = std::env::var_os("SWITCHBOARD_BENCH_UNCACHED_CREDENTIALS").is_none();
+    let store = if through_mcp && cached { store.with_credential_cache("rp_bench") } else { store };
     let (stop_keeper, keeper_stop) = tokio::sync::watch::channel(false);
     let keeper = engine::pg_store::credential_cache::spawn_keeper(store.clone(), keeper_stop);
     let base = if through_mcp { Some(serve_mcp(&store, &agent.slug).await) } else { None };
