@@ -12,12 +12,14 @@ CREATE TABLE credential_epoch (
 );
 INSERT INTO credential_epoch (singleton, epoch) VALUES (true, 1);
 
--- One row per serving replica: the newest epoch it has applied to its cache, and until when it
--- may answer from that cache without having told the database again. A writer waits until
--- every replica whose lease has not lapsed has applied its epoch.
+-- One row per serving replica: the newest epoch it has applied to its cache, how many times it
+-- has renewed its lease (a writer times a silent replica by this count on its own clock), and
+-- when its lease lapses by the database's clock (only to forget replicas long gone). A writer
+-- waits until every replica still renewing has applied its epoch.
 CREATE TABLE credential_replicas (
     replica_id     text PRIMARY KEY,
     applied_epoch  bigint NOT NULL,
+    renewals       bigint NOT NULL DEFAULT 0,
     lease_until    timestamptz NOT NULL
 );
 

@@ -136,13 +136,12 @@ async fn a_revocation_waits_until_every_leased_replica_has_applied_it() {
     .fetch_one(world.store.pool())
     .await
     .expect("lease read");
-    if lease_live {
-        assert!(!revoking.is_finished(), "the revocation returned while a leased replica had not applied it");
-        assert!(
-            matches!(cache.lookup(&slug, &hash_token(&token)), Some(AgentLookup::Found(_))),
-            "meanwhile the replica's cache still holds the credential"
-        );
-    }
+    assert!(lease_live, "the replica renewed 200 ms ago; its lease is live");
+    assert!(!revoking.is_finished(), "the revocation returned while a leased replica had not applied it");
+    assert!(
+        matches!(cache.lookup(&slug, &hash_token(&token)), Some(AgentLookup::Found(_))),
+        "meanwhile the replica's cache still holds the credential"
+    );
     manual.renew_credential_lease().await.expect("renew applies the epoch");
     revoking.await.expect("task").expect("the revocation returns once the replica applied it");
     assert!(matches!(manual.agent_by_token(&slug, &hash_token(&token)).await, Ok(AgentLookup::Unknown)));
@@ -190,15 +189,7 @@ async fn a_replica_that_stops_renewing_stops_answering_from_its_cache() {
     // Silenced without giving up its lease: no renewal, no notification applied.
     replicas[1].keeper.abort();
     let _ = (&mut replicas[1].keeper).await;
-    replicas[0].store.revoke_endpoint(&id).await.expect("the revocation returns once the lease lapsed");
-    let behind: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM credential_replicas WHERE replica_id = 'rp_b' AND applied_epoch < \
-         (SELECT epoch FROM credential_epoch) AND lease_until > clock_timestamp()",
-    )
-    .fetch_one(world.store.pool())
-    .await
-    .expect("lease read");
-    assert_eq!(behind, 0, "the writer returned while the silent replica still held a lease");
+    replicas[0].store.revoke_endpoint(&id).await.expect("the revocation returns once the replica is silent");
     assert!(replicas[1].cache().applied_epoch() < current_epoch(&world).await, "the silent replica never applied it");
     assert!(replicas[1].cache().lookup(&slug, &hash_token(&token)).is_none(), "its lapsed lease answers nothing");
     assert!(matches!(replicas[1].lookup(&slug, &token).await, AgentLookup::Unknown), "it reads the database");
@@ -217,6 +208,83 @@ async fn a_store_without_a_cache_reads_every_credential_and_does_not_wait() {
     assert!(matches!(world.store.agent_by_token(&slug, &hash_token(&token)).await, Ok(AgentLookup::Unknown)));
 }
 
+// Every change that ends or narrows a credential through the store, made on one replica, is
+// seen on the other at once: an endpoint deleted, its owner removed, and a role that changes
+// what the endpoint manages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletions_removals_and_role_changes_are_seen_on_every_replica() {
+    let world = World::new().await;
+    let replicas = [Replica::start(&world, "rp_a").await, Replica::start(&world, "rp_b").await];
+    let alice = world.human("alice").await;
+    let (_, deleted_slug, deleted_token) = vend(&world, &alice, &[]).await;
+    for replica in &replicas {
+        replica.warm(&deleted_slug, &deleted_token).await;
+    }
+    let reference = models::identity::ScopeRef::Endpoint(deleted_slug.clone());
+    let alice = world.human_scope_of(&alice).await;
+    replicas[0].store.delete_endpoint(&alice, &reference).await.expect("delete endpoint");
+    assert!(matches!(replicas[1].lookup(&deleted_slug, &deleted_token).await, AgentLookup::Unknown), "deleted");
+
+    world.store.bootstrap_human("tess", false).await.expect("team owner");
+    let team = world.store.bootstrap_team("ops", "tess").await.expect("team");
+    world.store.bootstrap_member("ops", "alice", models::scope::TeamRole::Member).await.expect("member");
+    let (_, slug, token) = vend(&world, &alice, &[]).await;
+    let manages_team = |lookup: AgentLookup| match lookup {
+        AgentLookup::Found(agent) => agent.manages.team_ids.contains(&team.id),
+        other => panic!("{other:?}"),
+    };
+    for replica in &replicas {
+        replica.warm(&slug, &token).await;
+        assert!(!manages_team(replica.lookup(&slug, &token).await), "a member configures nothing");
+    }
+    replicas[0].store.bootstrap_member("ops", "alice", models::scope::TeamRole::Admin).await.expect("promote");
+    assert!(manages_team(replicas[1].lookup(&slug, &token).await), "an admin's endpoint manages the team");
+
+    replicas[1].warm(&slug, &token).await;
+    replicas[0].store.remove_human("alice").await.expect("remove alice");
+    assert!(matches!(replicas[1].lookup(&slug, &token).await, AgentLookup::Unknown), "a removed human's key");
+}
+
+// Rule 2's renewal is atomic against writers: a change committing while a renewal runs is
+// either read by it or waits for it, so no change commits between the renewal's read of the
+// epoch and the lease it records (which would let a lapsed replica return with a stale cache
+// after the writer found nobody to wait for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_reads_a_change_committing_meanwhile_not_the_epoch_before_it() {
+    let world = World::new().await;
+    let replica = Replica::start(&world, "rp_a").await;
+    let mut writer = world.store.pool().begin().await.expect("writer");
+    let bumped: i64 = sqlx::query_scalar("UPDATE credential_epoch SET epoch = epoch + 1 RETURNING epoch")
+        .fetch_one(&mut *writer)
+        .await
+        .expect("bump");
+    let renewing = tokio::spawn({
+        let store = replica.store.clone();
+        async move { store.renew_credential_lease().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    writer.commit().await.expect("commit");
+    renewing.await.expect("task").expect("renewal");
+    assert_eq!(replica.cache().applied_epoch(), bumped, "the renewal waited for the change and applied it");
+}
+
+// A database that went back in time (a restore, a failover that lost commits) has a lower
+// epoch than a replica applied: the renewal then trusts nothing it cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_epoch_that_went_back_empties_the_cache() {
+    let world = World::new().await;
+    let replica = Replica::start(&world, "rp_a").await;
+    let alice = world.human("alice").await;
+    let (_, slug, token) = vend(&world, &alice, &[]).await;
+    replica.warm(&slug, &token).await;
+    let applied = replica.cache().applied_epoch();
+    sqlx::query("UPDATE credential_epoch SET epoch = 1").execute(world.store.pool()).await.expect("rewind");
+    replica.store.renew_credential_lease().await.expect("renew");
+    assert_eq!(replica.cache().applied_epoch(), 1, "the database's epoch is taken as it is (was {applied})");
+    assert!(replica.cache().lookup(&slug, &hash_token(&token)).is_none(), "nothing cached before is trusted");
+    replica.warm(&slug, &token).await;
+}
+
 // Rule 1: every table the look-up reads moves the epoch on, in the writer's transaction, so a
 // change made by any statement, not only the store's own, invalidates the caches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,12 +292,22 @@ async fn every_table_the_look_up_reads_moves_the_epoch_on() {
     let world = World::new().await;
     let alice = world.human("alice").await;
     let (id, _, _) = vend(&world, &alice, &[]).await;
+    let human = &alice.human.id;
     let statements = [
         format!("UPDATE endpoints SET verbs = verbs WHERE id = '{id}'"),
         format!("UPDATE endpoints SET revoked = false WHERE id = '{id}'"),
-        format!("DELETE FROM endpoint_grants WHERE endpoint_id = '{id}' AND queue = 'nothing'"),
+        format!("UPDATE endpoints SET token_hash = token_hash, slug = slug WHERE id = '{id}'"),
+        format!(
+            "UPDATE endpoints SET owner_human_id = owner_human_id, owner_team_id = owner_team_id WHERE id = '{id}'"
+        ),
+        format!("UPDATE endpoints SET created_by_human_id = created_by_human_id WHERE id = '{id}'"),
+        format!("INSERT INTO endpoint_grants (endpoint_id, queue) VALUES ('{id}', 'more')"),
+        format!("UPDATE endpoint_grants SET queue = 'most' WHERE endpoint_id = '{id}' AND queue = 'more'"),
+        format!("DELETE FROM endpoint_grants WHERE endpoint_id = '{id}' AND queue = 'most'"),
         "INSERT INTO teams (id, slug, name) VALUES ('tm_x', 'x', 'x')".to_string(),
-        format!("INSERT INTO team_members (team_id, human_id, role) VALUES ('tm_x', '{}', 'member')", alice.human.id),
+        format!("INSERT INTO team_members (team_id, human_id, role) VALUES ('tm_x', '{human}', 'member')"),
+        format!("UPDATE team_members SET role = 'admin' WHERE team_id = 'tm_x' AND human_id = '{human}'"),
+        "UPDATE teams SET name = 'y' WHERE id = 'tm_x'".to_string(),
         "DELETE FROM teams WHERE id = 'tm_x'".to_string(),
         format!("DELETE FROM endpoints WHERE id = '{id}'"),
     ];
@@ -238,6 +316,16 @@ async fn every_table_the_look_up_reads_moves_the_epoch_on() {
         sqlx::raw_sql(sqlx::AssertSqlSafe(statement.clone())).execute(world.store.pool()).await.expect("statement");
         assert!(current_epoch(&world).await > before, "{statement} moves the epoch on");
     }
+    // A cascade from a table the look-up does not read counts too: the endpoints go with it.
+    let bob = world.human("bob").await;
+    vend(&world, &bob, &[]).await;
+    let before = current_epoch(&world).await;
+    sqlx::query("DELETE FROM humans WHERE id = $1")
+        .bind(&bob.human.id)
+        .execute(world.store.pool())
+        .await
+        .expect("delete");
+    assert!(current_epoch(&world).await > before, "a cascade from humans moves the epoch on");
     let before = current_epoch(&world).await;
     sqlx::query("UPDATE endpoints SET presence_seen = now()").execute(world.store.pool()).await.expect("presence");
     assert_eq!(current_epoch(&world).await, before, "presence bookkeeping does not empty the caches");

@@ -6,23 +6,27 @@
 //! 1. **Every change counts.** `credential_epoch` is moved on by a trigger on each table the
 //!    look-up reads (migration 0019), in the writer's own transaction, and the look-up reads the
 //!    epoch in the same statement as the scope. A cached scope is used only while its epoch is
-//!    the newest one the replica has applied.
-//! 2. **A replica answers from its cache only under a lease.** It applies the current epoch,
-//!    then writes the epoch applied and a lease (`credential_replicas`, database time) in one
-//!    statement; it counts its own lease from before it read the epoch, and only for
-//!    `LEASE_TRUSTED` of `LEASE`, so its clock may run a little fast against the database's.
-//!    With no lease (not yet granted, lapsed because the database went away, or given up at
-//!    shutdown) every look-up reads the database.
-//! 3. **A writer waits.** After committing a change, a store method that changes a
-//!    credential's reach (revoke, rotate, endpoint delete, human and member removal, membership
-//!    changes) waits until every replica whose lease has not lapsed has applied that epoch
-//!    (`await_credential_change`). A replica that cannot answer stops counting once its lease
-//!    lapses, and by then it has stopped answering from its cache by rule 2.
+//!    the one the replica last applied.
+//! 2. **A replica answers from its cache only under a lease it keeps renewing.** A renewal is
+//!    one transaction: it reads the epoch `FOR SHARE` (so no change can commit between that read
+//!    and the renewal's commit), applies it, and counts one more renewal in
+//!    `credential_replicas`. The replica counts its lease for `LEASE_TRUSTED` from before the
+//!    renewal began. With no lease (not yet renewed, lapsed because renewals fail, or given up
+//!    at shutdown) every look-up reads the database.
+//! 3. **A writer waits.** After committing a change, a store method that changes a credential's
+//!    reach (revoke, rotate, endpoint delete, human and member removal, membership changes)
+//!    returns once every replica row either shows the change applied or has not renewed for
+//!    `LEASE` by the writer's own clock: such a replica's last lease, counted from before that
+//!    renewal committed, ran out first (`LEASE_TRUSTED` is a fifth shorter, so a replica clock
+//!    running up to a fifth slow against the writer's still stops first). Rows whose lease lapsed
+//!    `FORGOTTEN_AFTER` ago by the database's clock are replicas long gone and are not waited for.
 //!
 //! `pg_notify` at the trigger tells replicas at commit, so a revocation normally returns within
-//! a few milliseconds; the lease's renewal reads the epoch too, so a lost notification delays a
-//! writer by one renewal period at most, never a replica's refusal. Only found credentials are
-//! cached: an unknown or revoked token always reads the database.
+//! a few milliseconds; a lost notification delays a writer by one renewal period; a replica that
+//! died without giving its lease up delays writers by `LEASE` for `FORGOTTEN_AFTER`. Only found
+//! credentials are cached: an unknown or revoked token always reads the database. A server
+//! older than migration 0019's (a rolling upgrade) changes credentials without waiting: until
+//! every replica runs this code, its revocations reach the others as fast as the notification.
 
 use super::{PgStore, db_error};
 use models::error::{Error, Result};
@@ -36,15 +40,18 @@ use tokio::task::JoinHandle;
 
 /// The channel the epoch trigger announces on (migration 0019).
 pub const CREDENTIALS_CHANNEL: &str = "switchboard_credentials";
-/// How long the database counts a replica's lease after its renewal.
+/// How long a writer waits for a replica that has stopped renewing, on the writer's own clock.
 const LEASE: Duration = Duration::from_secs(3);
-/// How long the replica itself counts it, from before its renewal began: a fifth less, so a
-/// replica clock up to that much fast against the database's still stops first.
+/// How long the replica itself counts its lease, from before its renewal began: a fifth less.
 const LEASE_TRUSTED: Duration = Duration::from_millis(2_400);
 /// How often a replica renews its lease and reads the epoch.
 const RENEW_EVERY: Duration = Duration::from_millis(750);
+/// A replica whose lease (database clock) lapsed this long ago is gone: writers do not wait.
+const FORGOTTEN_AFTER_SECONDS: i64 = 10;
 /// How often a waiting writer asks again whether every replica has applied its epoch.
-const WAIT_POLL: Duration = Duration::from_millis(2);
+const WAIT_POLL: Duration = Duration::from_millis(5);
+/// How long a writer waits in all before it answers `unavailable` (the change stays saved).
+const WAIT_MAX: Duration = Duration::from_secs(8);
 /// Entries kept before the cache is emptied and starts again (credentials, not requests).
 const ENTRIES_MAX: usize = 10_000;
 
@@ -108,13 +115,27 @@ impl CredentialCache {
         state.entries.insert(token_hash.to_owned(), Cached { epoch, agent: agent.clone() });
     }
 
-    /// The database's epoch is `epoch`: entries read before it are no longer answered from.
+    /// A change reached `epoch`: entries read before it are no longer answered from.
     pub fn apply(&self, epoch: i64) {
         let mut state = self.state();
         if epoch > state.applied_epoch {
             state.applied_epoch = epoch;
             state.entries.retain(|_, cached| cached.epoch >= epoch);
         }
+    }
+
+    /// The database's epoch, as a renewal reads it. Lower than the one applied only when the
+    /// database went back in time (a restore, a failover that lost commits): then nothing
+    /// cached is trusted, and the database's count is taken as it is.
+    fn apply_database_epoch(&self, epoch: i64) {
+        let mut state = self.state();
+        if epoch < state.applied_epoch {
+            tracing::warn!(epoch, applied = state.applied_epoch, "credential epoch went back; cache emptied");
+            state.entries.clear();
+            state.applied_epoch = epoch;
+        }
+        drop(state);
+        self.apply(epoch);
     }
 
     pub fn applied_epoch(&self) -> i64 {
@@ -132,26 +153,34 @@ impl CredentialCache {
 }
 
 impl PgStore {
-    /// Renews this replica's lease: reads the epoch, applies it, then tells the database which
-    /// epoch it applied and until when it may answer from its cache.
+    /// Renews this replica's lease (rule 2): in one transaction, reads the epoch `FOR SHARE`,
+    /// applies it, and records the epoch applied and one more renewal.
     pub async fn renew_credential_lease(&self) -> Result<()> {
         let Some(cache) = &self.credentials else { return Ok(()) };
         let began = Instant::now();
-        let epoch: i64 =
-            sqlx::query_scalar("SELECT epoch FROM credential_epoch").fetch_one(&self.pool).await.map_err(db_error)?;
-        cache.apply(epoch);
-        sqlx::query(
-            "INSERT INTO credential_replicas (replica_id, applied_epoch, lease_until) \
-             VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond') \
-             ON CONFLICT (replica_id) DO UPDATE SET applied_epoch = EXCLUDED.applied_epoch, \
-               lease_until = EXCLUDED.lease_until",
-        )
-        .bind(cache.replica_id())
-        .bind(cache.applied_epoch())
-        .bind(i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX))
-        .execute(&self.pool)
-        .await
-        .map_err(db_error)?;
+        let mut tx = self.begin().await?;
+        let outcome = async {
+            let epoch: i64 = sqlx::query_scalar("SELECT epoch FROM credential_epoch FOR SHARE")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            cache.apply_database_epoch(epoch);
+            sqlx::query(
+                "INSERT INTO credential_replicas (replica_id, applied_epoch, renewals, lease_until) \
+                 VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond') \
+                 ON CONFLICT (replica_id) DO UPDATE SET applied_epoch = EXCLUDED.applied_epoch, \
+                   renewals = credential_replicas.renewals + 1, lease_until = EXCLUDED.lease_until",
+            )
+            .bind(cache.replica_id())
+            .bind(cache.applied_epoch())
+            .bind(i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            Ok(())
+        }
+        .await;
+        super::finish(tx, outcome).await?;
         cache.renewed(began);
         Ok(())
     }
@@ -169,40 +198,72 @@ impl PgStore {
         }
     }
 
-    /// After a change to what a credential may do has committed: returns once every replica
-    /// holding a lease has applied the epoch that change reached (rule 3 above). Fails closed:
-    /// were a replica to keep renewing without applying it, the caller hears `unavailable`.
+    /// After a change to what a credential may do has committed: returns once every replica has
+    /// applied the epoch that change reached or has been silent for `LEASE` (rule 3). A failed
+    /// read is tried again until `WAIT_MAX`; past it the caller hears `unavailable`, although the
+    /// change is saved (repeating the call is harmless).
     pub async fn await_credential_change(&self) -> Result<()> {
-        let epoch: i64 =
-            sqlx::query_scalar("SELECT epoch FROM credential_epoch").fetch_one(&self.pool).await.map_err(db_error)?;
-        if let Some(cache) = &self.credentials {
-            cache.apply(epoch);
-        }
         let began = Instant::now();
+        let mut target: Option<i64> = None;
+        let mut silent_since: HashMap<String, (i64, Instant)> = HashMap::new();
         loop {
-            let behind: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM credential_replicas \
-                 WHERE applied_epoch < $1 AND lease_until > clock_timestamp()",
-            )
-            .bind(epoch)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db_error)?;
-            if behind == 0 {
-                return Ok(());
+            match self.replicas_behind(&mut target).await {
+                Ok(behind) => {
+                    let now = Instant::now();
+                    let mut waiting = false;
+                    for (replica_id, renewals) in behind {
+                        let seen = silent_since.entry(replica_id).or_insert((renewals, now));
+                        if seen.0 != renewals {
+                            *seen = (renewals, now);
+                        }
+                        waiting |= now.duration_since(seen.1) < LEASE;
+                    }
+                    if !waiting {
+                        return Ok(());
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "waiting for replicas to apply a credential change"),
             }
-            if began.elapsed() > LEASE + RENEW_EVERY {
-                tracing::error!(epoch, behind, "replicas holding a credential lease did not apply a change");
+            if began.elapsed() > WAIT_MAX {
+                tracing::error!(epoch = target, "replicas did not confirm a credential change in time");
                 return Err(Error::unavailable("the change is saved, but not every replica has confirmed it yet"));
             }
             tokio::time::sleep(WAIT_POLL).await;
         }
     }
+
+    /// The replicas, not long gone, that have not applied `target` (read once, after the
+    /// change committed, and applied here at once), with their renewal counts.
+    async fn replicas_behind(&self, target: &mut Option<i64>) -> Result<Vec<(String, i64)>> {
+        let epoch = match *target {
+            Some(epoch) => epoch,
+            None => {
+                let epoch: i64 = sqlx::query_scalar("SELECT epoch FROM credential_epoch")
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                if let Some(cache) = &self.credentials {
+                    cache.apply(epoch);
+                }
+                *target = Some(epoch);
+                epoch
+            }
+        };
+        sqlx::query_as(
+            "SELECT replica_id, renewals FROM credential_replicas WHERE applied_epoch < $1 \
+             AND lease_until > clock_timestamp() - $2 * interval '1 second'",
+        )
+        .bind(epoch)
+        .bind(FORGOTTEN_AFTER_SECONDS)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)
+    }
 }
 
 /// Keeps this replica's lease while the server runs: renews it every `RENEW_EVERY` and whenever
-/// the epoch trigger announces a change, and gives it up at shutdown. A store without a cache
-/// has nothing to keep.
+/// the epoch trigger announces a change, listens again when the listener could not, and gives
+/// the lease up at shutdown. A store without a cache has nothing to keep.
 pub fn spawn_keeper(store: PgStore, mut shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
     tokio::spawn(async move {
         if store.credentials.is_none() {
@@ -214,22 +275,13 @@ pub fn spawn_keeper(store: PgStore, mut shutdown: watch::Receiver<bool>) -> Join
         {
             tracing::warn!(%error, "could not forget long-lapsed credential leases");
         }
-        let mut listener = match sqlx::postgres::PgListener::connect_with(&store.pool).await {
-            Ok(mut listener) => match listener.listen(CREDENTIALS_CHANNEL).await {
-                Ok(()) => Some(listener),
-                Err(error) => {
-                    tracing::warn!(%error, "cannot listen for credential changes; renewals alone apply them");
-                    None
-                }
-            },
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for credential changes; renewals alone apply them");
-                None
-            }
-        };
+        let mut listener = None;
         let mut renewals = tokio::time::interval(RENEW_EVERY);
         renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            if listener.is_none() {
+                listener = listen(&store).await;
+            }
             let announced = async {
                 match listener.as_mut() {
                     Some(listener) => listener.recv().await.map(|_| ()),
@@ -248,10 +300,38 @@ pub fn spawn_keeper(store: PgStore, mut shutdown: watch::Receiver<bool>) -> Join
                 }
                 _ = renewals.tick() => {}
             }
-            if let Err(error) = store.renew_credential_lease().await {
-                tracing::warn!(%error, "credential lease not renewed; answering from the database until it is");
+            // A renewal that hangs would keep no lease anyway: bounded, and shutdown still heard.
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                renewed = tokio::time::timeout(LEASE, store.renew_credential_lease()) => match renewed {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => tracing::warn!(%error, "credential lease not renewed; reading credentials from the database"),
+                    Err(_) => tracing::warn!("credential lease renewal timed out; reading credentials from the database"),
+                },
             }
         }
         store.release_credential_lease().await;
     })
+}
+
+/// A listener on the epoch trigger's channel, or None (tried again at the next renewal).
+async fn listen(store: &PgStore) -> Option<sqlx::postgres::PgListener> {
+    let connected = tokio::time::timeout(LEASE, async {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&store.pool).await?;
+        listener.listen(CREDENTIALS_CHANNEL).await?;
+        Ok::<_, sqlx::Error>(listener)
+    })
+    .await;
+    match connected {
+        Ok(Ok(listener)) => Some(listener),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "cannot listen for credential changes yet; renewals apply them meanwhile");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("listening for credential changes timed out; renewals apply them meanwhile");
+            None
+        }
+    }
 }

@@ -51,6 +51,11 @@ impl World {
         self.human_scope(&token).await
     }
 
+    /// `human` read again, so their reach includes what was vended since.
+    pub async fn human_scope_of(&self, human: &HumanScope) -> HumanScope {
+        self.store.human_scope(&human.human.id).await.expect("human scope").expect("human exists")
+    }
+
     pub async fn human_scope(&self, token: &str) -> HumanScope {
         self.store.human_by_token(&hash_token(token)).await.expect("lookup").expect("human exists")
     }
