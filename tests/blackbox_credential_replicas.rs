@@ -1,7 +1,7 @@
 //! Issue #31 item 3 through the real binary: two replicas on one database each answer an
 //! endpoint credential from their cache, and a revocation or rotation made through either is
 //! refused on the very next MCP request to the other (`engine/src/pg_store/credential_cache.rs`).
-//! A replica that dies without giving up its lease holds a revocation only until the lease lapses.
+//! A replica that dies without giving up its lease holds a revocation for one lease (3 s), no more.
 //!
 //! Through HTTP the other replica has usually applied the change from its notification before
 //! the next request arrives, wait or no wait; `engine/tests/credential_cache.rs` holds a replica
@@ -67,9 +67,9 @@ async fn a_revoked_or_rotated_credential_is_refused_at_once_on_the_other_replica
 }
 
 // A replica killed without giving up its lease does not hold a revocation forever: the
-// survivor's revoke returns once the dead replica's lease lapses, and refuses the key.
+// survivor's revoke returns once the dead replica has been silent for a lease, and refuses the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_replica_holds_a_revocation_only_until_its_lease_lapses() {
+async fn a_dead_replica_holds_a_revocation_for_one_lease_only() {
     let mut world = World::start(&[], &[]).await;
     let second = world.serve(&[], &[]);
     let (_, alice) = world.human("alice");
