@@ -7,7 +7,7 @@
 use super::PgStore;
 use super::db_error;
 use super::rows::TodoRow;
-use super::sql::{Binds, CLAIM_ORDER_ROWS, CLAIMABLE, TODO_COLUMNS, owner_groups, owner_groups_filter};
+use super::sql::{Binds, CLAIM_ORDER_ROWS, CLAIMABLE, RowLimit, TODO_COLUMNS, owner_groups, owner_groups_filter};
 use models::error::Result;
 use models::identity::QueueIdentity;
 use models::scope::Actor;
@@ -38,7 +38,7 @@ impl PgStore {
         let claimant = binds.push(actor.endpoint_id());
         let lease = binds.push(lease_seconds as f64);
         let policy_lookup = binds.push(self.tuning.admission_lookup);
-        let limit = binds.push(limit as i64);
+        let limit = RowLimit::new(limit);
         let queues = owner_groups_filter(&mut binds, &owner_groups(queues));
         let query = sqlx::query_with(
             composed_sql!(

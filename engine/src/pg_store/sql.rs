@@ -7,7 +7,8 @@
 //! plain SQL with `$1`, `$2`, … and can be pasted into psql as it is.
 //!
 //! Must never put a value into the text: every value is a bind parameter (REQ-13), and every
-//! fragment here is a constant or built from constants and placeholders.
+//! fragment here is a constant or built from constants and placeholders. The one exception is a
+//! [`RowLimit`], a number the server clamps itself, never text from a request.
 
 use models::identity::{Owner, QueueIdentity};
 use sqlx::Postgres;
@@ -36,6 +37,28 @@ pub(crate) const CLAIMABLE: &str = "(t.state = 'pending' \
 /// match the index predicate (what `CLAIMABLE` implies, spelled the index's way).
 pub(crate) const CLAIM_ORDER_ROWS: &str =
     "(t.state IN ('pending', 'claimed') OR (t.state = 'failed' AND t.next_retry_at IS NOT NULL))";
+
+/// A claim's row limit, written into the statement as a number. PostgreSQL costs a generic
+/// plan's `LIMIT $n` as a tenth of the rows, so the generic plan of the unbudgeted claim looked
+/// dearer than its custom ones and the statement was planned anew at every run: bench-peer (a)
+/// at half its speed (1 worker 535 jobs/s against 978, 16 workers 1,187 against 2,287;
+/// `docs/benchmarks.md`; `tests/claim_plans.rs` pins the generic plan). Clamped to
+/// 1..=`CLAIMS_PER_CALL_MAX`, so at most that many statement texts exist, and only digits reach
+/// the text.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RowLimit(usize);
+
+impl RowLimit {
+    pub(crate) fn new(limit: usize) -> RowLimit {
+        RowLimit(limit.clamp(1, models::limits::CLAIMS_PER_CALL_MAX))
+    }
+}
+
+impl std::fmt::Display for RowLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 /// The bind values of one composed statement, each numbered as it is pushed.
 #[derive(Default)]
