@@ -262,7 +262,20 @@ async fn a_renewal_reads_a_change_committing_meanwhile_not_the_epoch_before_it()
         let store = replica.store.clone();
         async move { store.renew_credential_lease().await }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Until the renewal either waits on the change's row lock or (wrongly) finishes without it.
+    for _ in 0..2_000 {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
+               AND wait_event_type = 'Lock' AND query LIKE '%FROM credential_epoch FOR SHARE%')",
+        )
+        .fetch_one(world.store.pool())
+        .await
+        .expect("activity");
+        if waiting || renewing.is_finished() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     writer.commit().await.expect("commit");
     renewing.await.expect("task").expect("renewal");
     assert_eq!(replica.cache().applied_epoch(), bumped, "the renewal waited for the change and applied it");
