@@ -365,3 +365,35 @@ async fn req13_a_claim_next_cancelled_while_waiting_for_the_policy_lock_charges_
     let next = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim"));
     assert_eq!(next.admission.and_then(|a| a.used), Some(2));
 }
+
+// SPEC-0030 REQ-6: the status reads the current window's usage whichever usage row is the
+// identity's newest. A window redefined to start earlier leaves a newer row of the old
+// definition, which is not the current window's; a window with no row yet reads 0 however recent
+// the rows before it. (A status read that took the newest row as the current window's, one way
+// to save its second statement, fails here.)
+#[tokio::test]
+async fn req6_the_status_reads_the_current_windows_usage_whichever_usage_row_is_newest() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    world.clock.set(at("2026-11-30T10:30:00Z"));
+    let queue = queue_of(&agent, "inbox");
+    let hourly = json!({"max_claims_per_window": 5, "window": {"period": "hour", "tz": "UTC", "start": "00:00"}});
+    set_policy(&world, &queue, hourly).await;
+    push_n(&world, &queue, 5).await;
+    for _ in 0..2 {
+        claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("claim"));
+    }
+    let used = |detail: models::store::PolicyDetail| (detail.admission.status.used, detail.admission.status.window_start);
+    let detail = world.store.policy_detail(&queue).await.expect("detail");
+    assert_eq!(used(detail), (Some(2), Some(at("2026-11-30T10:00:00Z"))), "the newest row is the current window's");
+
+    // Daily from midnight: its window began before the hourly row's, which stays the newest.
+    let daily = json!({"max_claims_per_window": 5, "window": {"period": "day", "tz": "UTC", "start": "00:00"}});
+    set_policy(&world, &queue, daily).await;
+    claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("claim in the daily window"));
+    let detail = world.store.policy_detail(&queue).await.expect("detail");
+    assert_eq!(used(detail), (Some(3), Some(at("2026-11-30T00:00:00Z"))), "read by the current window's start");
+
+    world.clock.set(at("2026-12-01T00:30:00Z"));
+    let detail = world.store.policy_detail(&queue).await.expect("detail");
+    assert_eq!(used(detail), (Some(0), Some(at("2026-12-01T00:00:00Z"))), "no row for today yet");
+}
