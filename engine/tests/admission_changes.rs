@@ -382,7 +382,8 @@ async fn req6_the_status_reads_the_current_windows_usage_whichever_usage_row_is_
     for _ in 0..2 {
         claimed(world.store.claim_next(&agent, &granted(&agent), 600).await.expect("claim"));
     }
-    let used = |detail: models::store::PolicyDetail| (detail.admission.status.used, detail.admission.status.window_start);
+    let used =
+        |detail: models::store::PolicyDetail| (detail.admission.status.used, detail.admission.status.window_start);
     let detail = world.store.policy_detail(&queue).await.expect("detail");
     assert_eq!(used(detail), (Some(2), Some(at("2026-11-30T10:00:00Z"))), "the newest row is the current window's");
 

@@ -22,6 +22,7 @@
 //! waiting, so the map holds only sets with claimers in flight.
 
 use super::PgStore;
+use super::claim::ReadAhead;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::scope::Actor;
@@ -285,7 +286,9 @@ impl Leading {
     /// From its second group on, a leader begins the next group's read first while a group
     /// claims (`PgStore::read_ahead`), so a set whose claims read first does not wait for that
     /// read between its transactions. Not for the first: a lone claimer's leader serves one group
-    /// and steps down, and would only throw the read away.
+    /// and steps down, and would only throw the read away. One read serves every group that
+    /// follows while it is younger than `READ_AHEAD_SHARED_FOR` (issue #31 item 4): the read's
+    /// age changes nothing REQ-4 relies on (`PgStore::pre_read_first`).
     async fn lead(mut self, store: PgStore) {
         let set = self.set;
         let mut ahead = None;
@@ -304,8 +307,8 @@ impl Leading {
                 let members: Vec<Member> = group.waiting.drain(..taken).map(|(_, member)| member).collect();
                 (group.queues.clone(), members)
             };
-            let this_group = ahead.take();
-            if !first_group {
+            let this_group = ahead.clone();
+            if !first_group && !ahead.as_ref().is_some_and(ReadAhead::fresh) {
                 ahead = store.read_ahead(set, &queues);
             }
             store.claim_next_group(set, &queues, members, this_group).await;

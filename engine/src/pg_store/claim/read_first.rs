@@ -8,10 +8,12 @@
 use super::super::PgStore;
 use super::super::admission::Pending;
 use super::super::mutant_hooks::ClaimPlan;
+use futures::future::{BoxFuture, FutureExt, Shared};
 use models::claim::ClaimNextRounds;
 use models::error::Result;
 use models::identity::QueueIdentity;
 use models::store::QueueAdmission;
+use std::sync::Arc;
 
 impl PgStore {
     /// The pre-skip read before the first pick, for a queue set whose last group met a refusal
@@ -42,7 +44,7 @@ impl PgStore {
             None => None,
         };
         let PreRead { statuses, oldest } = match read {
-            Some(read) => read,
+            Some(read) => PreRead::clone(&read),
             None => self.pre_read(queues).await?,
         };
         let refused = rounds.pre_read_first(plan.pre_skip_statuses(statuses), oldest.as_ref());
@@ -64,62 +66,82 @@ impl PgStore {
         Ok(PreRead { statuses, oldest })
     }
 
-    /// Begins the read first of the group after the one about to claim, for a queue set whose
+    /// Begins the read first of the groups after the one about to claim, for a queue set whose
     /// last group met a refusal (the only sets that read first); `None` for any other.
     pub(crate) fn read_ahead(&self, set: u64, queues: &[QueueIdentity]) -> Option<ReadAhead> {
         if !self.tuning.pre_read_first || !self.refused_hint.contains(set) {
             return None;
         }
         let (store, queues) = (self.clone(), queues.to_vec());
-        Some(ReadAhead {
-            begun: std::time::Instant::now(),
-            task: tokio::spawn(async move { store.pre_read(&queues).await }),
-        })
+        let task = tokio::spawn(async move { store.pre_read(&queues).await });
+        let stop = Arc::new(StopOnDrop(task.abort_handle()));
+        let read = async move {
+            match task.await {
+                Ok(Ok(read)) => Some(Arc::new(read)),
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "read first begun ahead failed; reading again");
+                    None
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "read first begun ahead did not finish; reading again");
+                    None
+                }
+            }
+        };
+        Some(ReadAhead { begun: std::time::Instant::now(), read: read.boxed().shared(), _stop: stop })
     }
 }
 
 /// What the read first reads: every queue's status and the queue of the oldest claimable todo.
+#[derive(Clone)]
 pub(crate) struct PreRead {
     statuses: Vec<QueueAdmission>,
     oldest: Option<QueueIdentity>,
 }
 
-/// A read first under way for a group not yet formed (`PgStore::read_ahead`). Dropped unused, its
-/// task is stopped (a statement already sent still runs to its end on the server): the reads lock
-/// nothing and count nothing, so stopping them loses nothing.
+/// A read first under way for groups not yet formed (`PgStore::read_ahead`), shared by every
+/// group that uses it (`ReadAhead::fresh`). Dropped unused by all of them, its task is stopped (a
+/// statement already sent still runs to its end on the server): the reads lock nothing and count
+/// nothing, so stopping them loses nothing.
+#[derive(Clone)]
 pub(crate) struct ReadAhead {
     begun: std::time::Instant,
-    task: tokio::task::JoinHandle<Result<PreRead>>,
+    read: Shared<BoxFuture<'static, Option<Arc<PreRead>>>>,
+    _stop: Arc<StopOnDrop>,
 }
 
-/// The oldest a read begun ahead may be when its group uses it; a group of path (c) at 16
+/// Stops the read's task when the last `ReadAhead` holding it is dropped.
+struct StopOnDrop(tokio::task::AbortHandle);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The oldest a read begun ahead may be when a group uses it; a group of path (c) at 16
 /// claimers takes about 6 ms, so only a claim that waited long on the policy lock makes one
 /// older.
 const READ_AHEAD_AGE_MAX: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long one read begun ahead serves the groups after it before a leader begins another
+/// (issue #31 item 4). Path (c)'s groups at 16 claimers follow each other every few
+/// milliseconds, and each read costs about 2 ms of the same two cores the claims run on; a read
+/// this young says what a new one would, bar the claims of the groups between.
+pub(crate) const READ_AHEAD_SHARED_FOR: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl ReadAhead {
     /// The reads' result, or `None` when they failed or began too long ago (the caller reads
     /// again).
-    async fn finish(mut self) -> Option<PreRead> {
+    async fn finish(self) -> Option<Arc<PreRead>> {
         if self.begun.elapsed() > READ_AHEAD_AGE_MAX {
             return None;
         }
-        match (&mut self.task).await {
-            Ok(Ok(read)) => Some(read),
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "read first begun ahead failed; reading again");
-                None
-            }
-            Err(error) => {
-                tracing::debug!(%error, "read first begun ahead did not finish; reading again");
-                None
-            }
-        }
+        self.read.clone().await
     }
-}
 
-impl Drop for ReadAhead {
-    fn drop(&mut self) {
-        self.task.abort();
+    /// Whether the next group may use this read rather than one begun now.
+    pub(crate) fn fresh(&self) -> bool {
+        self.begun.elapsed() < READ_AHEAD_SHARED_FOR
     }
 }
