@@ -10,6 +10,7 @@ use crate::error::{Code, Error};
 use crate::identity::QueueIdentity;
 use crate::store::{ClaimNext, DeferredQueue, QueueAdmission};
 use chrono::{DateTime, Utc};
+use std::collections::HashSet;
 
 /// `claim_next`'s budgeted path, between candidates: the queues refused so far (excluded from the
 /// next pick), which of them the lock refused as `admission_unavailable`, whether the permitted
@@ -81,19 +82,27 @@ impl ClaimNextRounds {
     ///
     /// A queue at its in-flight cap with a lapsed lease among its claims is not skipped: the
     /// lapsed claim is a takeover candidate the cap admits (REQ-4), not a slot.
-    pub fn exclude_deferred(&mut self, statuses: Vec<QueueAdmission>) -> Vec<(QueueIdentity, Reason)> {
+    ///
+    /// Read by reference, so one read serves several groups of claimers (issue #31 item 4), and
+    /// the excluded queues looked up in a set: a pre-skip over 200 queues that excludes 199
+    /// would otherwise compare every pair.
+    pub fn exclude_deferred(&mut self, statuses: &[QueueAdmission]) -> Vec<(QueueIdentity, Reason)> {
         let mut refused = Vec::new();
+        let mut excluded: HashSet<&QueueIdentity> = self.excluded.iter().collect();
+        let mut newly = Vec::new();
         for queue in statuses {
             if let Some(reason) = queue.status.hint.reason
-                && !self.excluded.contains(&queue.identity)
+                && !excluded.contains(&queue.identity)
                 && !(reason == Reason::InFlightFull && queue.lapsed > 0)
             {
                 if queue.pending > 0 {
                     refused.push((queue.identity.clone(), reason));
                 }
-                self.excluded.push(queue.identity);
+                excluded.insert(&queue.identity);
+                newly.push(queue.identity.clone());
             }
         }
+        self.excluded.extend(newly);
         refused
     }
 
@@ -109,7 +118,7 @@ impl ClaimNextRounds {
     /// there had been no pre-read.
     pub fn pre_read_first(
         &mut self,
-        statuses: Vec<QueueAdmission>,
+        statuses: &[QueueAdmission],
         oldest: Option<&QueueIdentity>,
     ) -> Option<Vec<(QueueIdentity, Reason)>> {
         let oldest = oldest?;
@@ -244,7 +253,7 @@ mod tests {
         let queues = [queue("a"), queue("b"), queue("c"), queue("d")];
         let mut rounds = ClaimNextRounds::new(&queues);
         rounds.refused(queue("a"), Reason::Paused);
-        let refused = rounds.exclude_deferred(vec![
+        let refused = rounds.exclude_deferred(&[
             status_of(queue("a"), true, 3),
             status_of(queue("b"), true, 2),
             status_of(queue("c"), true, 0),
@@ -271,8 +280,7 @@ mod tests {
             lapsed,
             ..status_of(identity, true, 1)
         };
-        let refused =
-            rounds.exclude_deferred(vec![in_flight_full(queue("full"), 0), in_flight_full(queue("lapsed"), 1)]);
+        let refused = rounds.exclude_deferred(&[in_flight_full(queue("full"), 0), in_flight_full(queue("lapsed"), 1)]);
         assert_eq!(refused, vec![(queue("full"), Reason::InFlightFull)]);
         assert_eq!(rounds.excluded(), &[queue("a"), queue("full")]);
     }
@@ -293,16 +301,16 @@ mod tests {
         let mut without = ClaimNextRounds::new(&queues);
         let mut counted = vec![(queue("a"), Reason::AdmissionUnavailable)];
         assert!(without.refused(queue("a"), Reason::AdmissionUnavailable));
-        counted.extend(without.exclude_deferred(statuses()));
+        counted.extend(without.exclude_deferred(&statuses()));
 
         let mut first = ClaimNextRounds::new(&queues);
-        assert_eq!(first.pre_read_first(statuses(), Some(&queue("a"))), Some(counted));
+        assert_eq!(first.pre_read_first(&statuses(), Some(&queue("a"))), Some(counted));
         assert_eq!(first.excluded(), without.excluded());
         assert!(!first.refused(queue("d"), Reason::Paused), "the pre-skip has run");
 
         let mut single = ClaimNextRounds::new(&queues[..1]);
         assert_eq!(
-            single.pre_read_first(statuses(), Some(&queue("a"))),
+            single.pre_read_first(&statuses(), Some(&queue("a"))),
             Some(vec![(queue("a"), Reason::AdmissionUnavailable)])
         );
         assert_eq!(single.excluded(), &[queue("a")]);
@@ -319,7 +327,7 @@ mod tests {
         let statuses = || vec![status_of(queue("a"), true, 3), status_of(queue("b"), false, 2), full.clone()];
         for oldest in [Some(queue("b")), Some(queue("c")), Some(queue("unbudgeted")), None] {
             let mut rounds = ClaimNextRounds::new(&queues);
-            assert_eq!(rounds.pre_read_first(statuses(), oldest.as_ref()), None, "{oldest:?}");
+            assert_eq!(rounds.pre_read_first(&statuses(), oldest.as_ref()), None, "{oldest:?}");
             assert!(rounds.excluded().is_empty());
             assert!(rounds.refused(queue("a"), Reason::Paused), "the pre-skip is still to run");
         }
@@ -332,7 +340,7 @@ mod tests {
         let queues = [queue("a"), queue("b")];
         let mut rounds = ClaimNextRounds::new(&queues);
         rounds.refused(queue("a"), Reason::Paused);
-        rounds.exclude_deferred(vec![status_of(queue("b"), true, 1)]);
+        rounds.exclude_deferred(&[status_of(queue("b"), true, 1)]);
         let reopened = vec![status_of(queue("a"), false, 1), status_of(queue("b"), true, 1)];
         assert_eq!(rounds.exhausted(reopened.clone()), Exhausted::PickAgain);
         assert_eq!(rounds.excluded(), &[queue("b")]);
@@ -353,7 +361,7 @@ mod tests {
         let queues = [queue("a"), queue("b")];
         let mut rounds = ClaimNextRounds::new(&queues);
         rounds.refused(queue("a"), Reason::Paused);
-        rounds.exclude_deferred(vec![status_of(queue("b"), true, 1)]);
+        rounds.exclude_deferred(&[status_of(queue("b"), true, 1)]);
         // Only b still has a policy.
         let after = vec![status_of(queue("b"), true, 1)];
         assert_eq!(rounds.exhausted(after.clone()), Exhausted::PickAgain);

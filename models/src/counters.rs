@@ -118,6 +118,19 @@ impl Counters {
         self.with(|c| bump(&mut c.refusals, (queue.to_string(), reason), 1));
     }
 
+    /// Refused claims of several queues under one lock: `claim_next`'s pre-skip counts up to
+    /// every granted queue at once.
+    pub fn refused_all(&self, refusals: &[(crate::identity::QueueIdentity, Reason)]) {
+        if refusals.is_empty() {
+            return;
+        }
+        self.with(|c| {
+            for (identity, reason) in refusals {
+                bump(&mut c.refusals, (identity.queue.clone(), *reason), 1);
+            }
+        });
+    }
+
     pub fn intake_refused(&self, queue: &str, source: &str) {
         self.with(|c| bump(&mut c.intake_refusals, (queue.to_string(), source.to_string()), 1));
     }

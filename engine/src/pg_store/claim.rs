@@ -234,10 +234,7 @@ impl PgStore {
     ) -> Result<()> {
         if rounds.refused(identity, reason) {
             let statuses = self.queue_admissions_tx(queues, Pending::AnyAtAll).await?;
-            let statuses = plan.pre_skip_statuses(statuses);
-            for (identity, reason) in rounds.exclude_deferred(statuses) {
-                self.counters.refused(&identity.queue, reason);
-            }
+            self.counters.refused_all(&rounds.exclude_deferred(&plan.pre_skip_statuses(&statuses)));
         }
         Ok(())
     }

@@ -105,14 +105,16 @@ impl ClaimPlan {
     }
 
     /// The statuses `claim_next`'s unlocked pre-skip reads, as the plan sees them.
-    pub(super) fn pre_skip_statuses(
+    pub(super) fn pre_skip_statuses<'a>(
         &self,
-        mut statuses: Vec<models::store::QueueAdmission>,
-    ) -> Vec<models::store::QueueAdmission> {
-        if self.pre_skip_counts_lapsed {
-            statuses.iter_mut().for_each(|queue| queue.lapsed = 0);
+        statuses: &'a [models::store::QueueAdmission],
+    ) -> std::borrow::Cow<'a, [models::store::QueueAdmission]> {
+        if !self.pre_skip_counts_lapsed {
+            return std::borrow::Cow::Borrowed(statuses);
         }
-        statuses
+        let mut statuses = statuses.to_vec();
+        statuses.iter_mut().for_each(|queue| queue.lapsed = 0);
+        std::borrow::Cow::Owned(statuses)
     }
 
     /// The charge of an admitted claim: `charge` itself, unless the plan charges only a todo's

@@ -125,9 +125,7 @@ impl ModelStore {
                         self.counters.refused(&candidate.identity.queue, reason);
                         if rounds.refused(candidate.identity, reason) {
                             let statuses = self.admissions_of(state, queues, Pending::AnyAtAll);
-                            for (identity, reason) in rounds.exclude_deferred(statuses) {
-                                self.counters.refused(&identity.queue, reason);
-                            }
+                            self.counters.refused_all(&rounds.exclude_deferred(&statuses));
                         }
                     }
                 }

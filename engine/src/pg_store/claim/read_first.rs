@@ -1,6 +1,6 @@
 //! `claim_next`'s read first (issue #15): the unlocked pre-skip read of every queue's status
 //! before the first pick of a queue set that met a refusal last time, and that read begun ahead
-//! while the group before claims.
+//! while a group before claims, shared by the groups that follow it for `READ_AHEAD_SHARED_FOR`.
 //!
 //! Its own module because it is an optimisation beside the transaction, never a step of it: it
 //! excludes queues and decides nothing (REQ-4's permitted pre-skip).
@@ -22,9 +22,11 @@ impl PgStore {
     /// when it stood for the refusal the first pick would have met, which `rounds` then records
     /// and the counters count; otherwise nothing is recorded and the hint is dropped.
     ///
-    /// `ahead`, the same reads begun as the group before this one started, stands in for reading
-    /// now. It is older by that group's claim, and used only while younger than
-    /// `READ_AHEAD_AGE_MAX` (a claim that waited long on the policy lock reads again). Its age
+    /// `ahead`, the same reads begun as a group before this one started (the leader's latest,
+    /// shared by the groups that follow it while younger than `READ_AHEAD_SHARED_FOR`), stands
+    /// in for reading now. It is older by the claims of the groups between, and used only while
+    /// younger than `READ_AHEAD_AGE_MAX` (a claim that waited long on the policy lock reads
+    /// again). Its age
     /// changes nothing REQ-4 relies on: the read excludes queues and decides nothing, every claim
     /// is still decided under the lock, and a queue it shows deferred that has opened since, or
     /// lost its policy, gets the one more round before the answer (`ClaimNextRounds::exhausted`
@@ -43,19 +45,17 @@ impl PgStore {
             Some(ahead) => ahead.finish().await,
             None => None,
         };
-        let PreRead { statuses, oldest } = match read {
-            Some(read) => PreRead::clone(&read),
-            None => self.pre_read(queues).await?,
+        let read = match read {
+            Some(read) => read,
+            None => Arc::new(self.pre_read(queues).await?),
         };
-        let refused = rounds.pre_read_first(plan.pre_skip_statuses(statuses), oldest.as_ref());
+        let refused = rounds.pre_read_first(&plan.pre_skip_statuses(&read.statuses), read.oldest.as_ref());
         self.counters.claim_pre_read_first(refused.is_some());
         let Some(refused) = refused else {
             self.refused_hint.mark(set, false);
             return Ok(false);
         };
-        for (identity, reason) in refused {
-            self.counters.refused(&identity.queue, reason);
-        }
+        self.counters.refused_all(&refused);
         Ok(true)
     }
 
@@ -93,7 +93,6 @@ impl PgStore {
 }
 
 /// What the read first reads: every queue's status and the queue of the oldest claimable todo.
-#[derive(Clone)]
 pub(crate) struct PreRead {
     statuses: Vec<QueueAdmission>,
     oldest: Option<QueueIdentity>,
