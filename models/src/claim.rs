@@ -24,9 +24,10 @@ use std::collections::HashSet;
 pub struct ClaimNextRounds {
     queues_total: usize,
     excluded: Vec<QueueIdentity>,
-    /// Refused as `admission_unavailable`, under the lock (most often a lock timeout or a read
-    /// error, which an unlocked status read cannot see: it shows the queue admitting) or by the
-    /// read first (a row that cannot be evaluated, which the lock would refuse alike).
+    /// Refused as `admission_unavailable` under the lock (most often a lock timeout or a read
+    /// error, which an unlocked status read cannot see: it shows the queue admitting). Not what
+    /// the read first shows unavailable (a row that cannot be evaluated): the read before the
+    /// answer (`exhausted`) sees such a row as it is then, unavailable still or repaired since.
     unavailable: Vec<QueueIdentity>,
     pre_read: bool,
     reopened: bool,
@@ -69,6 +70,11 @@ impl ClaimNextRounds {
         if reason == Reason::AdmissionUnavailable {
             self.unavailable.push(identity.clone());
         }
+        self.exclude(identity)
+    }
+
+    /// Excludes a refused queue; true when the pre-skip should run now (see `refused`).
+    fn exclude(&mut self, identity: QueueIdentity) -> bool {
         self.excluded.push(identity);
         if !self.pre_read && self.queues_total > self.excluded.len() {
             self.pre_read = true;
@@ -127,7 +133,9 @@ impl ClaimNextRounds {
             return None;
         }
         let mut refused = vec![(oldest.clone(), reason)];
-        if self.refused(oldest.clone(), reason) {
+        // Excluded as the lock's refusal would have, but not held unavailable: the read may be
+        // older than the row it read (a read begun ahead), and `exhausted` reads it anew.
+        if self.exclude(oldest.clone()) {
             refused.extend(self.exclude_deferred(statuses));
         }
         Some(refused)
@@ -331,6 +339,40 @@ mod tests {
             assert!(rounds.excluded().is_empty());
             assert!(rounds.refused(queue("a"), Reason::Paused), "the pre-skip is still to run");
         }
+    }
+
+    // SPEC-0030 REQ-4: a queue the read first showed unavailable (a policy row that could not be
+    // evaluated) and that the read before the answer shows admitting (repaired since; a read
+    // begun ahead can be that old) gets one more round: no empty answer while it has work.
+    #[test]
+    fn req4_a_queue_the_read_first_showed_unavailable_is_read_anew_before_an_empty_answer() {
+        let queues = [queue("a"), queue("b")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        let read = vec![status_of(queue("a"), true, 2), status_of(queue("b"), true, 1)];
+        assert!(rounds.pre_read_first(&read, Some(&queue("a"))).is_some(), "stands for a's refusal");
+        let repaired = vec![status_of(queue("a"), false, 2), status_of(queue("b"), true, 1)];
+        assert_eq!(rounds.exhausted(repaired), Exhausted::PickAgain);
+        assert_eq!(rounds.excluded(), &[queue("b")], "a is tried again");
+    }
+
+    // SPEC-0030 REQ-4: the pre-skip excludes a queue listed twice once, counts it once, and keeps
+    // the order in which the read listed the queues it excludes.
+    #[test]
+    fn req4_the_pre_skip_excludes_a_queue_listed_twice_once() {
+        let queues = [queue("a"), queue("b"), queue("c")];
+        let mut rounds = ClaimNextRounds::new(&queues);
+        rounds.refused(queue("a"), Reason::Paused);
+        let refused = rounds.exclude_deferred(&[
+            status_of(queue("c"), true, 1),
+            status_of(queue("a"), true, 1),
+            status_of(queue("b"), true, 1),
+            status_of(queue("c"), true, 1),
+        ]);
+        assert_eq!(
+            refused,
+            vec![(queue("c"), Reason::AdmissionUnavailable), (queue("b"), Reason::AdmissionUnavailable)]
+        );
+        assert_eq!(rounds.excluded(), &[queue("a"), queue("c"), queue("b")]);
     }
 
     // SPEC-0030 REQ-7: a queue that reopened gets one more round, never two; then the deferred
