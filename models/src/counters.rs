@@ -230,4 +230,23 @@ mod tests {
         assert_eq!(snapshot.charged.len(), 50);
         assert_eq!(snapshot.discarded.values().sum::<u64>(), 100);
     }
+
+    // SPEC-0030 REQ-12: refusals counted together count as the same refusals one by one.
+    #[test]
+    fn refusals_counted_together_count_as_one_by_one() {
+        use crate::identity::QueueIdentity;
+        let (together, one_by_one) = (Counters::default(), Counters::default());
+        let refusals = [
+            (QueueIdentity::endpoint("ep_1", "a"), Reason::Paused),
+            (QueueIdentity::team("tm_1", "a"), Reason::Paused),
+            (QueueIdentity::endpoint("ep_1", "b"), Reason::WindowExhausted),
+        ];
+        together.refused_all(&refusals);
+        together.refused_all(&[]);
+        for (identity, reason) in &refusals {
+            one_by_one.refused(&identity.queue, *reason);
+        }
+        assert_eq!(together.snapshot().refusals, one_by_one.snapshot().refusals);
+        assert_eq!(together.snapshot().refusals[&("a".to_string(), Reason::Paused)], 2);
+    }
 }
