@@ -114,20 +114,23 @@ impl PgStore {
     /// each (the module's "group admission"). A refused queue is excluded from the next pick for
     /// everyone left (`ClaimNextRounds`; REQ-4, REQ-7): the claimers share their queues. `set` is
     /// their fingerprint (`QueueSetHint::fingerprint`), computed once per claim by the caller.
-    /// `ahead` is the read first begun for this group while the one before it claimed
-    /// (`groups.rs`), if any.
+    /// `ahead` is the leader's latest read first begun ahead (`groups.rs`), shared by the groups
+    /// that follow it while it is young, if any. True when the lock refused a claim: a read
+    /// begun before then may show that queue open, so the leader begins a new one.
     pub(crate) async fn claim_next_group(
         &self,
         set: u64,
         queues: &[QueueIdentity],
         members: Vec<Member>,
         ahead: Option<ReadAhead>,
-    ) {
+    ) -> bool {
         self.counters.claim_group(members.len());
         let mut turns = Turns::new(members);
-        if let Err(error) = self.claim_next_in_turn(set, queues, &mut turns, ahead).await {
+        let mut refused_under_lock = false;
+        if let Err(error) = self.claim_next_in_turn(set, queues, &mut turns, ahead, &mut refused_under_lock).await {
             turns.answer_all(Err(error));
         }
+        refused_under_lock
     }
 
     /// `claim_next_group`'s rounds. Answers each claimer as its claim commits or its answer is
@@ -138,11 +141,12 @@ impl PgStore {
         queues: &[QueueIdentity],
         turns: &mut Turns,
         ahead: Option<ReadAhead>,
+        refused_under_lock: &mut bool,
     ) -> Result<()> {
         let plan = ClaimPlan::now();
         let mut rounds = ClaimNextRounds::new(queues);
         // The read first counts refusals, so it runs only while a claimer waits, as a locked
-        // refusal does. A read begun ahead that is not needed here is dropped, which stops it.
+        // refusal does. A read begun ahead that is not needed here is not waited for.
         if self.tuning.pre_read_first
             && plan.reads_first
             && turns.present() > 0
@@ -193,6 +197,7 @@ impl PgStore {
                 }
                 idle_picks_left -= usize::from(!claimed_any);
                 let Some(reason) = refused else { continue };
+                *refused_under_lock = true;
                 let identity = candidates[0].identity.clone();
                 self.count_refusal(set, &identity, reason);
                 if plan.gives_up_after_refusal {

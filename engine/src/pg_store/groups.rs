@@ -283,12 +283,13 @@ impl Leading {
     /// Group claims until nobody waits, then steps down under the same lock a new claimer
     /// queues under, so no claimer is left without a leader.
     ///
-    /// From its second group on, a leader begins the next group's read first while a group
-    /// claims (`PgStore::read_ahead`), so a set whose claims read first does not wait for that
-    /// read between its transactions. Not for the first: a lone claimer's leader serves one group
+    /// From its second group on, a leader begins a read first for the groups that follow while
+    /// a group claims (`PgStore::read_ahead`), so a set whose claims read first does not wait for
+    /// that read between its transactions. Not for the first: a lone claimer's leader serves one group
     /// and steps down, and would only throw the read away. One read serves every group that
-    /// follows while it is younger than `READ_AHEAD_SHARED_FOR` (issue #31 item 4): the read's
-    /// age changes nothing REQ-4 relies on (`PgStore::pre_read_first`).
+    /// follows while it is younger than `READ_AHEAD_SHARED_FOR` (issue #31 item 4), unless the
+    /// lock refused a claim since: the read's age changes nothing REQ-4 relies on
+    /// (`PgStore::pre_read_first`), but a read that missed a refusal only costs its groups one.
     async fn lead(mut self, store: PgStore) {
         let set = self.set;
         let mut ahead = None;
@@ -311,7 +312,10 @@ impl Leading {
             if !first_group && !ahead.as_ref().is_some_and(ReadAhead::fresh) {
                 ahead = store.read_ahead(set, &queues);
             }
-            store.claim_next_group(set, &queues, members, this_group).await;
+            if store.claim_next_group(set, &queues, members, this_group).await {
+                // The lock refused what the shared read showed open: the next group reads anew.
+                ahead = None;
+            }
             first_group = false;
         }
         self.stepped_down = true;

@@ -26,13 +26,12 @@ impl PgStore {
     /// shared by the groups that follow it while younger than `READ_AHEAD_SHARED_FOR`), stands
     /// in for reading now. It is older by the claims of the groups between, and used only while
     /// younger than `READ_AHEAD_AGE_MAX` (a claim that waited long on the policy lock reads
-    /// again). Its age
-    /// changes nothing REQ-4 relies on: the read excludes queues and decides nothing, every claim
-    /// is still decided under the lock, and a queue it shows deferred that has opened since, or
-    /// lost its policy, gets the one more round before the answer (`ClaimNextRounds::exhausted`
-    /// reads the excluded queues anew). What it can change is the refusals counted: a queue
-    /// deferred when read and open when used counts one the lock would not have met, as an
-    /// unlocked read can at any age. Failed, it is read again.
+    /// again). Its age changes nothing REQ-4 relies on: the read excludes queues and decides
+    /// nothing, every claim is still decided under the lock, and a queue it shows deferred that
+    /// has opened since, been repaired or lost its policy gets the one more round before the
+    /// answer (`ClaimNextRounds::exhausted` reads the excluded queues anew). What it can change
+    /// is the refusals counted: a queue deferred when read and open when used counts one the lock
+    /// would not have met, as an unlocked read can at any age. Failed, it is read again.
     pub(super) async fn pre_read_first(
         &self,
         set: u64,
@@ -73,22 +72,7 @@ impl PgStore {
             return None;
         }
         let (store, queues) = (self.clone(), queues.to_vec());
-        let task = tokio::spawn(async move { store.pre_read(&queues).await });
-        let stop = Arc::new(StopOnDrop(task.abort_handle()));
-        let read = async move {
-            match task.await {
-                Ok(Ok(read)) => Some(Arc::new(read)),
-                Ok(Err(error)) => {
-                    tracing::debug!(%error, "read first begun ahead failed; reading again");
-                    None
-                }
-                Err(error) => {
-                    tracing::debug!(%error, "read first begun ahead did not finish; reading again");
-                    None
-                }
-            }
-        };
-        Some(ReadAhead { begun: std::time::Instant::now(), read: read.boxed().shared(), _stop: stop })
+        Some(ReadAhead::spawn(async move { store.pre_read(&queues).await }))
     }
 }
 
@@ -127,9 +111,29 @@ const READ_AHEAD_AGE_MAX: std::time::Duration = std::time::Duration::from_millis
 /// (issue #31 item 4). Path (c)'s groups at 16 claimers follow each other every few
 /// milliseconds, and each read costs about 2 ms of the same two cores the claims run on; a read
 /// this young says what a new one would, bar the claims of the groups between.
-pub(crate) const READ_AHEAD_SHARED_FOR: std::time::Duration = std::time::Duration::from_millis(50);
+const READ_AHEAD_SHARED_FOR: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl ReadAhead {
+    /// Runs `read` as its own task, shared by every clone of the answer.
+    fn spawn(read: impl std::future::Future<Output = Result<PreRead>> + Send + 'static) -> ReadAhead {
+        let task = tokio::spawn(read);
+        let stop = Arc::new(StopOnDrop(task.abort_handle()));
+        let read = async move {
+            match task.await {
+                Ok(Ok(read)) => Some(Arc::new(read)),
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "read first begun ahead failed; reading again");
+                    None
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "read first begun ahead did not finish; reading again");
+                    None
+                }
+            }
+        };
+        ReadAhead { begun: std::time::Instant::now(), read: read.boxed().shared(), _stop: stop }
+    }
+
     /// The reads' result, or `None` when they failed or began too long ago (the caller reads
     /// again).
     async fn finish(self) -> Option<Arc<PreRead>> {
@@ -142,5 +146,81 @@ impl ReadAhead {
     /// Whether the next group may use this read rather than one begun now.
     pub(crate) fn fresh(&self) -> bool {
         self.begun.elapsed() < READ_AHEAD_SHARED_FOR
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn empty_read() -> PreRead {
+        PreRead { statuses: vec![], oldest: None }
+    }
+
+    /// Sets its flag when dropped: the task holding it was stopped or finished.
+    struct Dropped(Arc<AtomicBool>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    // One read serves every group that holds it: dropping one holder leaves it running for the
+    // others, and every holder gets the same result.
+    #[tokio::test]
+    async fn a_shared_read_runs_while_any_group_holds_it_and_answers_each_alike() {
+        let (send, receive) = tokio::sync::oneshot::channel::<()>();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let guard = Dropped(stopped.clone());
+        let first = ReadAhead::spawn(async move {
+            let _guard = guard;
+            receive.await.ok();
+            Ok(empty_read())
+        });
+        let (second, third) = (first.clone(), first.clone());
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!stopped.load(Ordering::SeqCst), "a holder is left: the read goes on");
+        send.send(()).expect("the read waits");
+        let (a, b) = (second.finish().await, third.finish().await);
+        let (a, b) = (a.expect("finished"), b.expect("finished"));
+        assert!(Arc::ptr_eq(&a, &b), "one result for every holder");
+    }
+
+    // Dropped by every group unused, the read's task is stopped.
+    #[tokio::test]
+    async fn a_shared_read_no_group_holds_is_stopped() {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let guard = Dropped(stopped.clone());
+        let read = ReadAhead::spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(empty_read())
+        });
+        let other = read.clone();
+        tokio::task::yield_now().await;
+        drop(read);
+        drop(other);
+        for _ in 0..100 {
+            if stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the read's task was not stopped");
+    }
+
+    // A read is shared while young, and not used at all once older than the age limit.
+    #[tokio::test]
+    async fn a_read_is_shared_while_young_and_refused_when_old() {
+        let read = ReadAhead::spawn(async { Ok(empty_read()) });
+        assert!(read.fresh());
+        let mut old = read.clone();
+        old.begun -= READ_AHEAD_AGE_MAX + std::time::Duration::from_millis(1);
+        assert!(!old.fresh());
+        assert!(old.finish().await.is_none(), "too old to stand for a read now");
+        assert!(read.finish().await.is_some());
     }
 }
