@@ -285,11 +285,12 @@ impl Leading {
     ///
     /// From its second group on, a leader begins a read first for the groups that follow while
     /// a group claims (`PgStore::read_ahead`), so a set whose claims read first does not wait for
-    /// that read between its transactions. Not for the first: a lone claimer's leader serves one group
-    /// and steps down, and would only throw the read away. One read serves every group that
-    /// follows while it is younger than `READ_AHEAD_SHARED_FOR` (issue #31 item 4), unless the
-    /// lock refused a claim since: the read's age changes nothing REQ-4 relies on
-    /// (`PgStore::pre_read_first`), but a read that missed a refusal only costs its groups one.
+    /// that read between its transactions. Not for the first: a lone claimer's leader serves one
+    /// group and steps down, and would only throw the read away. One read serves every group
+    /// that follows while it is younger than `READ_AHEAD_SHARED_FOR` (issue #31 item 4); its age
+    /// changes nothing REQ-4 relies on (`PgStore::pre_read_first`). After a group whose claim
+    /// the lock refused, the leader begins a new one at once: the shared read may show that
+    /// queue open, and every group using it would meet the same refusal.
     async fn lead(mut self, store: PgStore) {
         let set = self.set;
         let mut ahead = None;
