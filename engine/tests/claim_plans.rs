@@ -154,6 +154,68 @@ async fn the_generic_plan_setting_ends_with_its_claim_transaction() {
     assert_eq!(plan_cache_mode().await, server_default, "after a refused claim's rollback");
 }
 
+// Issue #31 item 1 (migration 0020): the reaper finds lapsed leases through the in-flight
+// indexes, which carry the lease since `todos_leases` went, for both owner kinds, and never
+// reads the backlog: the pending and done todos around the claims are not scanned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reaper_reads_leases_through_the_in_flight_indexes() {
+    let world = support::World::new().await;
+    let alice = world.human("alice").await;
+    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
+    let agent = world.agent_granted(&alice, &["work"], &[(team.id.as_str(), "work")]).await;
+    let own = queue_of(&agent, "work");
+    let teams = QueueIdentity::team(&team.id, "work");
+    let endpoint_id = own.endpoint_id().expect("an endpoint's queue").to_string();
+    sqlx::query(
+        "INSERT INTO todos (id, endpoint_id, team_id, queue, title, created_by_kind, state, completed_at, \
+                            created_at, updated_at) \
+         SELECT 'td_backlog_' || n, CASE WHEN n % 2 = 0 THEN $1 END, CASE WHEN n % 2 = 1 THEN $2 END, 'work', \
+                'backlog ' || n, 'system', CASE WHEN n % 3 = 0 THEN 'done' ELSE 'pending' END, \
+                CASE WHEN n % 3 = 0 THEN now() END, now() - interval '1 day' + make_interval(secs => n), now() \
+         FROM generate_series(1, $3::bigint) AS n",
+    )
+    .bind(&endpoint_id)
+    .bind(&team.id)
+    .bind(BACKLOG)
+    .execute(world.store.pool())
+    .await
+    .expect("backlog");
+    for queue in [&own, &teams] {
+        for _ in 0..CLAIMS {
+            claimed(world.store.claim_next(&agent, std::slice::from_ref(queue), 300).await.expect("claim"));
+        }
+    }
+    sqlx::query("ANALYZE todos").execute(world.store.pool()).await.expect("analyze");
+    world.clock.advance(chrono::Duration::seconds(301));
+
+    let reaped = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let reaping = reaped.clone();
+    let logged = logged_plans(&world, "lapsed AS", |store: PgStore| async move {
+        *reaping.lock().unwrap() = Some(store.reap_lapsed_leases().await.expect("reap"));
+    })
+    .await;
+    let report = reaped.lock().unwrap().take().expect("the reaper ran");
+    assert_eq!(report.returned_to_pending, 2 * CLAIMS as u64, "every lapsed lease, of both owner kinds");
+    assert!(!logged.is_empty(), "the reaper's statement was not logged");
+    for (_, plan) in &logged {
+        let nodes = scans(plan);
+        let seq_scans =
+            nodes.iter().filter(|scan| scan.node == "Seq Scan" && scan.relation.as_deref() == Some("todos"));
+        assert_eq!(seq_scans.count(), 0, "the reaper scans the todos table\nplan: {plan:#}");
+        // A bitmap index scan names its index, not its table; every index of todos is todos_*.
+        let mut read_through: Vec<&str> =
+            nodes.iter().filter_map(|scan| scan.index.as_deref()).filter(|index| index.starts_with("todos_")).collect();
+        read_through.sort_unstable();
+        read_through.dedup();
+        // The update finds each lapsed row again by its key.
+        assert_eq!(
+            read_through,
+            ["todos_in_flight_endpoint", "todos_in_flight_team", "todos_pkey"],
+            "the reaper's reads of todos\nplan: {plan:#}"
+        );
+    }
+}
+
 /// The part of a claim statement's plan that finds the candidate (the `cand` CTE), or the whole
 /// plan where the planner folded it in.
 fn candidate_of(plan: &Value) -> &Value {

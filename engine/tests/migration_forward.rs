@@ -1,22 +1,32 @@
-//! Migrations run forward on a database that holds data (issue #28, 0017): the usage rows of
+//! Migrations run forward on a database that holds data. Issue #28 (0017): the usage rows of
 //! existing policies are re-keyed by queue identity and entered in the charge ledger, so the
-//! first policy change after the upgrade refunds nothing.
+//! first policy change after the upgrade refunds nothing. Issue #31 (0020): the in-flight
+//! indexes take the lease over from `todos_leases`, built from the todos already claimed.
 
 use chrono::{DateTime, Utc};
 use engine::testing::empty_database;
+use models::store::prelude::*;
 use std::borrow::Cow;
 
 /// The version of the migration that keys charges by identity.
 const CHARGES_PER_IDENTITY: i64 = 17;
+/// The version of the migration that moves the lease into the in-flight indexes.
+const LEASES_IN_FLIGHT: i64 = 20;
 
-#[tokio::test]
-async fn req3_existing_usage_survives_the_move_to_charges_per_identity() {
+/// A database migrated up to, not including, `version`.
+async fn migrated_before(version: i64) -> (engine::testing::TestDatabase, sqlx::PgPool) {
     let database = empty_database().await;
     let pool = sqlx::PgPool::connect(&database.url).await.expect("connect");
     let before: Vec<_> =
-        engine::pg_store::MIGRATOR.migrations.iter().filter(|m| m.version < CHARGES_PER_IDENTITY).cloned().collect();
+        engine::pg_store::MIGRATOR.migrations.iter().filter(|m| m.version < version).cloned().collect();
     let older = sqlx::migrate::Migrator { migrations: Cow::Owned(before), ..sqlx::migrate::Migrator::DEFAULT };
-    older.run(&pool).await.expect("migrations before 0017");
+    older.run(&pool).await.unwrap_or_else(|error| panic!("migrations before {version}: {error}"));
+    (database, pool)
+}
+
+#[tokio::test]
+async fn req3_existing_usage_survives_the_move_to_charges_per_identity() {
+    let (_database, pool) = migrated_before(CHARGES_PER_IDENTITY).await;
     // One endpoint with a daily policy that spent 4 units today and 7 yesterday.
     sqlx::raw_sql(
         "INSERT INTO humans (id, name) VALUES ('hu_1', 'alice'); \
@@ -57,5 +67,85 @@ async fn req3_existing_usage_survives_the_move_to_charges_per_identity() {
     let kept: i64 =
         sqlx::query_scalar("SELECT sum(used)::bigint FROM admission_windows").fetch_one(&pool).await.expect("sum");
     assert_eq!(kept, 11);
+    pool.close().await;
+}
+
+// Issue #31 item 1: the todos of every state survive 0020 unchanged, the claimed ones are in the
+// new in-flight indexes with their leases, and the store counts and reaps them through those.
+#[tokio::test]
+async fn claimed_todos_keep_their_leases_when_the_in_flight_indexes_take_them_over() {
+    let (database, pool) = migrated_before(LEASES_IN_FLIGHT).await;
+    sqlx::raw_sql(
+        "INSERT INTO humans (id, name) VALUES ('hu_1', 'alice'); \
+         INSERT INTO teams (id, slug, name) VALUES ('tm_1', 'crew', 'crew'); \
+         INSERT INTO endpoints (id, slug, name, owner_human_id, token_hash, verbs) \
+           VALUES ('ep_1', 'agent-1', 'agent', 'hu_1', 'hash', '{claim_next}'); \
+         INSERT INTO todos (id, endpoint_id, team_id, queue, title, created_by_kind, state, owner, \
+                            claimed_by_endpoint_id, lease_expires_at, attempt, claimed_at, completed_at, created_at, updated_at) \
+         SELECT 'td_' || n, CASE WHEN n % 2 = 0 THEN 'ep_1' END, CASE WHEN n % 2 = 1 THEN 'tm_1' END, 'inbox', \
+                'todo ' || n, 'system', s.state, \
+                CASE WHEN s.state = 'claimed' THEN 'endpoint/ep_1' END, CASE WHEN s.state = 'claimed' THEN 'ep_1' END, \
+                CASE WHEN s.state = 'claimed' THEN now() + make_interval(mins => n - 5) END, \
+                CASE WHEN s.state = 'pending' THEN 0 ELSE 1 END, CASE WHEN s.state <> 'pending' THEN now() END, \
+                CASE WHEN s.state = 'done' THEN now() END, now() - make_interval(mins => n), now() \
+         FROM generate_series(1, 30) AS n, \
+              LATERAL (SELECT (ARRAY['pending', 'claimed', 'done'])[n % 3 + 1] AS state) s;",
+    )
+    .execute(&pool)
+    .await
+    .expect("populate");
+    let snapshot = "SELECT id, state, lease_expires_at FROM todos ORDER BY id";
+    let before: Vec<(String, String, Option<DateTime<Utc>>)> =
+        sqlx::query_as(snapshot).fetch_all(&pool).await.expect("before");
+    assert_eq!(before.iter().filter(|t| t.1 == "claimed").count(), 10);
+
+    engine::pg_store::MIGRATOR.run(&pool).await.expect("migrate forward");
+
+    let after: Vec<(String, String, Option<DateTime<Utc>>)> =
+        sqlx::query_as(snapshot).fetch_all(&pool).await.expect("after");
+    assert_eq!(after, before, "the migration changes no todo");
+    let indexes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT indexname, indexdef FROM pg_indexes \
+         WHERE tablename = 'todos' AND (indexname LIKE 'todos_in_flight%' OR indexname = 'todos_leases') ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("indexes");
+    assert_eq!(
+        indexes.iter().map(|i| i.0.as_str()).collect::<Vec<_>>(),
+        ["todos_in_flight_endpoint", "todos_in_flight_team"]
+    );
+    assert!(
+        indexes.iter().all(|i| i.1.contains("queue, lease_expires_at)")),
+        "the lease is the third column: {indexes:?}"
+    );
+    // Read through the indexes alone, the claimed todos and their leases are all there.
+    let mut tx = pool.begin().await.expect("begin");
+    sqlx::query("SET LOCAL enable_seqscan = off").execute(&mut *tx).await.expect("no seq scan");
+    let indexed: Vec<(String, Option<DateTime<Utc>>)> = sqlx::query_as(
+        "SELECT id, lease_expires_at FROM todos WHERE state = 'claimed' AND endpoint_id IS NOT NULL \
+         UNION ALL SELECT id, lease_expires_at FROM todos WHERE state = 'claimed' AND team_id IS NOT NULL ORDER BY 1",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .expect("claimed");
+    tx.rollback().await.expect("rollback");
+    let claimed: Vec<(String, Option<DateTime<Utc>>)> =
+        before.iter().filter(|t| t.1 == "claimed").map(|t| (t.0.clone(), t.2)).collect();
+    assert_eq!(indexed, claimed);
+
+    // The store on the migrated database reaps exactly the lapsed leases (n < 5: td_1, td_4).
+    let store = engine::PgStore::connect(
+        &database.url,
+        engine::PoolSettings::default(),
+        std::sync::Arc::new(models::store::SystemClock),
+    )
+    .await
+    .expect("store");
+    let report = store.reap_lapsed_leases().await.expect("reap");
+    assert_eq!(report.returned_to_pending, 2, "{report:?}");
+    let still_claimed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM todos WHERE state = 'claimed'").fetch_one(&pool).await.expect("count");
+    assert_eq!(still_claimed, 8);
     pool.close().await;
 }

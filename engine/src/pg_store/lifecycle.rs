@@ -233,14 +233,19 @@ impl PgStore {
     }
 
     /// The lease reaper: lapsed claims return to pending, or are dead-lettered at `max_attempts`.
-    /// Rows a claim transaction holds are skipped, not waited on; the next tick gets them.
+    /// Rows a claim transaction holds are skipped, not waited on; the next tick gets them. The
+    /// leases are read from the in-flight indexes (migration 0020), one per owner kind, so the
+    /// condition names both kinds (each arm of the OR is one index's predicate), and the clock
+    /// is a sub-select, so the lease bound is a condition of the index scans, not a filter on
+    /// every claimed row.
     pub(crate) async fn reap_tx(&self) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         loop {
             let (pending, dead): (i64, i64) = sqlx::query_as(
                 "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
                  lapsed AS ( \
-                   SELECT t.id FROM todos t, clock WHERE t.state = 'claimed' AND t.lease_expires_at < clock.now \
+                   SELECT t.id FROM todos t WHERE t.state = 'claimed' AND t.lease_expires_at < (SELECT now FROM clock) \
+                     AND (t.endpoint_id IS NOT NULL OR t.team_id IS NOT NULL) \
                    ORDER BY t.lease_expires_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
                  reaped AS ( \
                    UPDATE todos t SET state = CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END, \
