@@ -1,4 +1,4 @@
--- A: the current shape (migrations 0001..0018, final index set).
+-- A: the shape before migration 0020 (0001..0019, final index set).
 CREATE INDEX todos_claim_scan_endpoint ON todos (endpoint_id, queue, created_at, id)
     WHERE endpoint_id IS NOT NULL AND (state IN ('pending', 'claimed') OR (state = 'failed' AND next_retry_at IS NOT NULL));
 CREATE INDEX todos_claim_scan_team ON todos (team_id, queue, created_at, id)
