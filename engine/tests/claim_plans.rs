@@ -19,6 +19,7 @@ mod support;
 
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
+use models::scope::Actor;
 use models::store::prelude::*;
 use serde_json::{Value, json};
 use support::plans::{logged_plans, scans};
@@ -159,13 +160,9 @@ async fn the_generic_plan_setting_ends_with_its_claim_transaction() {
 // reads the backlog: the pending and done todos around the claims are not scanned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reaper_reads_leases_through_the_in_flight_indexes() {
-    let world = support::World::new().await;
-    let alice = world.human("alice").await;
-    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
-    let agent = world.agent_granted(&alice, &["work"], &[(team.id.as_str(), "work")]).await;
-    let own = queue_of(&agent, "work");
-    let teams = QueueIdentity::team(&team.id, "work");
+    let (world, agent, [own, teams]) = queue_of_both_kinds("work").await;
     let endpoint_id = own.endpoint_id().expect("an endpoint's queue").to_string();
+    let team_id = teams.team_id().expect("a team's queue").to_string();
     sqlx::query(
         "INSERT INTO todos (id, endpoint_id, team_id, queue, title, created_by_kind, state, completed_at, \
                             created_at, updated_at) \
@@ -175,7 +172,7 @@ async fn the_reaper_reads_leases_through_the_in_flight_indexes() {
          FROM generate_series(1, $3::bigint) AS n",
     )
     .bind(&endpoint_id)
-    .bind(&team.id)
+    .bind(&team_id)
     .bind(BACKLOG)
     .execute(world.store.pool())
     .await
@@ -190,7 +187,7 @@ async fn the_reaper_reads_leases_through_the_in_flight_indexes() {
 
     let reaped = std::sync::Arc::new(std::sync::Mutex::new(None));
     let reaping = reaped.clone();
-    let logged = logged_plans(&world, "lapsed AS", |store: PgStore| async move {
+    let logged = logged_plans(&world, "lapsed_endpoint AS", |store: PgStore| async move {
         *reaping.lock().unwrap() = Some(store.reap_lapsed_leases().await.expect("reap"));
     })
     .await;
@@ -214,6 +211,82 @@ async fn the_reaper_reads_leases_through_the_in_flight_indexes() {
             "the reaper's reads of todos\nplan: {plan:#}"
         );
     }
+}
+
+// Issue #31 item 1: a claim's update is not HOT, so every claim that has finished leaves its
+// entry in the in-flight index until vacuum. The in-flight reads (the claim's count, the status
+// read, the reaper) take one branch per owner kind, so each is a plain index scan, which marks
+// those entries dead as it passes them. An OR of the two kinds plans as bitmap scans, which
+// revisit every finished claim's entry at every read (0.19 ms per claim after a few thousand
+// jobs in bench-peer's (b)).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_reads_are_plain_index_scans() {
+    let (world, agent, queues) = queue_of_both_kinds("paced").await;
+    for queue in &queues {
+        set_policy(&world, queue, json!({"max_in_flight": 10_000})).await;
+        support::push_n(&world, queue, 200).await;
+    }
+    sqlx::query("ANALYZE todos").execute(world.store.pool()).await.expect("analyze");
+    // Finished claims: their entries stay in the in-flight indexes.
+    for queue in &queues {
+        for _ in 0..150 {
+            let claim = claimed(world.store.claim_next(&agent, std::slice::from_ref(queue), 300).await.expect("claim"));
+            world.store.complete(&agent, &claim.todo.id, None).await.expect("complete");
+        }
+    }
+
+    let statuses = queues.to_vec();
+    let logged = logged_plans(&world, "claimed", |store: PgStore| async move {
+        for queue in &statuses {
+            for _ in 0..CLAIMS {
+                claimed(store.claim_next(&agent, std::slice::from_ref(queue), 300).await.expect("claim"));
+            }
+        }
+        let read = store.queue_admissions(&statuses).await.expect("status");
+        let in_flight: Vec<Option<i64>> = read.iter().map(|a| a.status.in_flight).collect();
+        assert_eq!(in_flight, [Some(CLAIMS as i64); 2], "the claims still held, not the finished ones");
+        store.reap_lapsed_leases().await.expect("reap");
+    })
+    .await;
+    for (statement, fragment) in
+        [("the claim's count", "f.earliest"), ("the status read", "AS lapsed "), ("the reaper", "lapsed_endpoint AS")]
+    {
+        let plans: Vec<&Value> =
+            logged.iter().filter(|(text, _)| text.contains(fragment)).map(|(_, plan)| plan).collect();
+        assert!(!plans.is_empty(), "{statement} was not logged");
+        for plan in plans {
+            let nodes = scans(plan);
+            let in_flight: Vec<(&str, &str)> = nodes
+                .iter()
+                .filter_map(|scan| Some((scan.node.as_str(), scan.index.as_deref()?)))
+                .filter(|(_, index)| index.starts_with("todos_in_flight_"))
+                .collect();
+            assert!(in_flight.iter().any(|(_, index)| *index == "todos_in_flight_endpoint"), "{statement}: {plan:#}");
+            assert!(
+                in_flight.iter().all(|(node, _)| matches!(*node, "Index Scan" | "Index Only Scan")),
+                "{statement} reads the in-flight indexes by bitmap: {in_flight:?}\nplan: {plan:#}"
+            );
+            // Nor by an OR of bitmaps over other indexes of todos. (The reaper's update may find
+            // its batch of ids through the primary key by bitmap: each id is one exact entry.)
+            let bitmaps: Vec<&str> = nodes
+                .iter()
+                .filter(|scan| scan.node == "BitmapOr" || scan.node == "Bitmap Index Scan")
+                .map(|scan| scan.index.as_deref().unwrap_or(scan.node.as_str()))
+                .filter(|index| *index != "todos_pkey" && !index.starts_with("todo_attempts"))
+                .collect();
+            assert!(bitmaps.is_empty(), "{statement} reads todos by bitmap: {bitmaps:?}\nplan: {plan:#}");
+        }
+    }
+}
+
+/// An agent granted `queue` of its own endpoint and of a team, and the two identities.
+async fn queue_of_both_kinds(queue: &str) -> (support::World, Actor, [QueueIdentity; 2]) {
+    let world = support::World::new().await;
+    let alice = world.human("alice").await;
+    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
+    let agent = world.agent_granted(&alice, &[queue], &[(team.id.as_str(), queue)]).await;
+    let identities = [queue_of(&agent, queue), QueueIdentity::team(&team.id, queue)];
+    (world, agent, identities)
 }
 
 /// The part of a claim statement's plan that finds the candidate (the `cand` CTE), or the whole

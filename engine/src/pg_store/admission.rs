@@ -39,7 +39,12 @@ impl Pending {
 /// the WHERE and ORDER BY. The pending count takes one branch per owner kind (a policy has one
 /// owner, so the other counts nothing): with the two kinds in one OR, PostgreSQL ORs two bitmap
 /// scans, which read every pending entry of a deep queue before the LIMIT can stop them (4 ms
-/// for 60,000 pending todos, measured in `bench-admission`'s path (c)).
+/// for 60,000 pending todos, measured in `bench-admission`'s path (c)). The in-flight claims
+/// are read the same way, one branch per kind, for another reason: a bitmap scan never marks an
+/// index entry dead, and every claimed-then-finished todo leaves one behind in the in-flight
+/// index (a claim's update is not HOT) until vacuum. A plain index scan marks each such entry
+/// the first time it meets it; a bitmap scan revisits the heap for all of them at every read
+/// (0.19 ms per claim after a few thousand jobs, measured in `bench-peer`'s (b)).
 fn status_select(binds: &mut Binds, now: Option<DateTime<Utc>>, pending: Pending) -> String {
     let now = binds.push(now);
     let pending_limit = binds.push(pending.limit());
@@ -56,8 +61,10 @@ fn status_select(binds: &mut Binds, now: Option<DateTime<Utc>>, pending: Pending
          CROSS JOIN LATERAL (SELECT count(*) AS n, \
              min(t.lease_expires_at) FILTER (WHERE t.lease_expires_at >= clock.now) AS earliest, \
              count(*) FILTER (WHERE t.lease_expires_at < clock.now AND t.attempt < t.max_attempts) AS lapsed \
-             FROM todos t \
-           WHERE t.state = 'claimed' AND t.queue = p.queue AND (t.endpoint_id = p.endpoint_id OR t.team_id = p.team_id)) f"
+             FROM (SELECT t.lease_expires_at, t.attempt, t.max_attempts FROM todos t \
+                   WHERE t.state = 'claimed' AND t.queue = p.queue AND t.endpoint_id = p.endpoint_id \
+                   UNION ALL SELECT t.lease_expires_at, t.attempt, t.max_attempts FROM todos t \
+                   WHERE t.state = 'claimed' AND t.queue = p.queue AND t.team_id = p.team_id) t) f"
     )
 }
 
@@ -300,8 +307,8 @@ impl PgStore {
     ) -> Result<()> {
         let window_start = policy.window.as_ref().map(|w| w.window_start(now));
         let (in_flight, used): (i64, Option<i32>) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM todos t WHERE t.state = 'claimed' AND t.queue = $3 \
-                       AND (t.endpoint_id = $1 OR t.team_id = $2)), \
+            "SELECT (SELECT count(*) FROM todos t WHERE t.state = 'claimed' AND t.queue = $3 AND t.endpoint_id = $1) \
+                    + (SELECT count(*) FROM todos t WHERE t.state = 'claimed' AND t.queue = $3 AND t.team_id = $2), \
                     (SELECT w.used FROM admission_windows w WHERE w.owner_id = coalesce($1, $2) AND w.queue = $3 \
                        AND w.window_start = $4)",
         )

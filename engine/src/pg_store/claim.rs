@@ -472,7 +472,8 @@ impl PgStore {
         let guess = policy.window.as_ref().map(|w| w.window_containing(self.clock.now()));
         // $6 is the guessed window's start. The in-flight count's queue filter is the statement's
         // one variable part: this queue's claims (REQ-4), or every queue of the owner in the
-        // plan of the seeded `InFlightAcrossQueues` bug.
+        // plan of the seeded `InFlightAcrossQueues` bug. The claims are read per owner kind (one
+        // kind's id is null), each through its in-flight index, as `status_select` explains.
         macro_rules! observe_sql {
             ($in_flight_queues:literal) => {
                 concat!(
@@ -481,9 +482,12 @@ impl PgStore {
                         WHERE w.owner_id = $5 AND w.queue = $4 AND w.window_start = $6) \
                      FROM (SELECT count(*) AS n, min(t.lease_expires_at) FILTER ( \
                              WHERE t.lease_expires_at >= coalesce($1::timestamptz, clock_timestamp())) AS earliest \
-                           FROM todos t WHERE t.state = 'claimed' AND ",
+                           FROM (SELECT t.lease_expires_at FROM todos t WHERE t.state = 'claimed' AND ",
                     $in_flight_queues,
-                    " AND (t.endpoint_id = $2 OR t.team_id = $3)) f"
+                    " AND t.endpoint_id = $2 \
+                             UNION ALL SELECT t.lease_expires_at FROM todos t WHERE t.state = 'claimed' AND ",
+                    $in_flight_queues,
+                    " AND t.team_id = $3) t) f"
                 )
             };
         }

@@ -234,24 +234,31 @@ impl PgStore {
 
     /// The lease reaper: lapsed claims return to pending, or are dead-lettered at `max_attempts`.
     /// Rows a claim transaction holds are skipped, not waited on; the next tick gets them. The
-    /// leases are read from the in-flight indexes (migration 0020), one per owner kind, so the
-    /// condition names both kinds (each arm of the OR is one index's predicate), and the clock
+    /// leases are read from the in-flight indexes (migration 0020), one branch per owner kind
+    /// (each branch is one index's predicate) rather than an OR, which PostgreSQL reads as two
+    /// bitmap scans that never mark a finished claim's entry dead (`status_select`). The clock
     /// is a sub-select, so the lease bound is a condition of the index scans, not a filter on
-    /// every claimed row.
+    /// every claimed row. A batch takes up to `SWEEP_BATCH_MAX` of each kind, and the update
+    /// finds them by key.
     pub(crate) async fn reap_tx(&self) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         loop {
             let (pending, dead): (i64, i64) = sqlx::query_as(
                 "WITH clock AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now), \
-                 lapsed AS ( \
-                   SELECT t.id FROM todos t WHERE t.state = 'claimed' AND t.lease_expires_at < (SELECT now FROM clock) \
-                     AND (t.endpoint_id IS NOT NULL OR t.team_id IS NOT NULL) \
+                 lapsed_endpoint AS ( \
+                   SELECT t.id FROM todos t \
+                   WHERE t.state = 'claimed' AND t.endpoint_id IS NOT NULL AND t.lease_expires_at < (SELECT now FROM clock) \
+                   ORDER BY t.lease_expires_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
+                 lapsed_team AS ( \
+                   SELECT t.id FROM todos t \
+                   WHERE t.state = 'claimed' AND t.team_id IS NOT NULL AND t.lease_expires_at < (SELECT now FROM clock) \
                    ORDER BY t.lease_expires_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
                  reaped AS ( \
                    UPDATE todos t SET state = CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END, \
                      owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, next_retry_at = NULL, \
                      updated_at = clock.now \
-                   FROM lapsed, clock WHERE t.id = lapsed.id RETURNING t.id, t.state), \
+                   FROM clock WHERE t.id = ANY (ARRAY(SELECT id FROM lapsed_endpoint UNION ALL SELECT id FROM lapsed_team)) \
+                   RETURNING t.id, t.state), \
                  closed AS ( \
                    UPDATE todo_attempts a SET ended_at = clock.now, outcome = 'reaped' FROM reaped, clock \
                    WHERE a.todo_id = reaped.id AND a.ended_at IS NULL), \
