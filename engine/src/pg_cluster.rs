@@ -226,8 +226,11 @@ impl Cluster {
             Some(_) => "127.0.0.1",
             None => "",
         };
+        // Each log line names its database: the plan tests read the plans of their own database
+        // out of a log that every test of the process writes to.
         let mut options = format!(
-            "-p {} -k {} -c listen_addresses='{listen}' -c max_connections={} -c unix_socket_permissions=0700",
+            "-p {} -k {} -c listen_addresses='{listen}' -c max_connections={} -c unix_socket_permissions=0700 \
+             -c log_line_prefix='%m [%p] db=%d '",
             self.port(),
             self.socket_dir.display(),
             self.config.max_connections,

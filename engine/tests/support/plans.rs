@@ -34,8 +34,8 @@ fn collect_scans(plan: &Value, into: &mut Vec<Scan>) {
 }
 
 /// Switches `auto_explain` on for new sessions of `world`'s database, runs `run` on a fresh
-/// store (so its sessions load it), and returns the plans logged meanwhile whose query text
-/// contains `fragment`, each with that text.
+/// store (so its sessions load it), and returns the plans its database's sessions logged
+/// meanwhile whose query text contains `fragment`, each with that text.
 pub async fn logged_plans<F, Fut>(world: &World, fragment: &str, run: F) -> Vec<(String, Value)>
 where
     F: FnOnce(PgStore) -> Fut,
@@ -64,10 +64,15 @@ where
     store.pool().close().await;
     let log = std::fs::read(&log_path).expect("read the cluster log");
     let log = String::from_utf8_lossy(&log[logged_before.min(log.len())..]).into_owned();
-    // Each plan follows "plan:" as one JSON document, its lines indented by a tab.
-    log.split("plan:")
-        .skip(1)
-        .filter_map(|after| serde_json::Deserializer::from_str(after).into_iter::<Value>().next()?.ok())
+    // Each plan follows "plan:" as one JSON document, its lines indented by a tab, on a line
+    // whose prefix names the database (`pg_cluster`): the tests of this process run at once, each
+    // on its own database, and all log here.
+    let own_line = format!(" db={database} ");
+    let pieces: Vec<&str> = log.split("plan:").collect();
+    pieces
+        .windows(2)
+        .filter(|pair| pair[0].rsplit('\n').next().is_some_and(|line| line.contains(&own_line)))
+        .filter_map(|pair| serde_json::Deserializer::from_str(pair[1]).into_iter::<Value>().next()?.ok())
         .filter_map(|plan| {
             let text = plan["Query Text"].as_str().filter(|text| text.contains(fragment))?.to_string();
             Some((text, plan["Plan"].clone()))
