@@ -173,6 +173,43 @@ async fn a_lapsed_lease_is_taken_over_and_the_old_holder_loses_it() {
     assert_eq!(foreign.code, Code::NotFound);
 }
 
+// The reaper takes a batch of each owner kind at a time, in no order, until none is left: more
+// lapsed leases than one batch holds, of both kinds, are all reaped in one sweep, and the live
+// leases among them are left alone.
+#[tokio::test]
+async fn the_reaper_reaps_every_lapsed_lease_of_both_kinds_beyond_one_batch() {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
+    let agent = world.agent_granted(&alice, &["inbox"], &[(team.id.as_str(), "inbox")]).await;
+    let endpoint_id = queue_of(&agent, "inbox").endpoint_id().expect("an endpoint's queue").to_string();
+    // 1,300 lapsed (700 of the endpoint, 600 of the team) and 50 live, every 27th.
+    sqlx::query(
+        "INSERT INTO todos (id, endpoint_id, team_id, queue, title, created_by_kind, state, owner, \
+                            claimed_by_endpoint_id, lease_expires_at, attempt, claimed_at, created_at, updated_at) \
+         SELECT 'td_held_' || n, CASE WHEN n <= 700 THEN $1 END, CASE WHEN n > 700 THEN $2 END, 'inbox', \
+                'held ' || n, 'system', 'claimed', 'endpoint/' || $1, $1, \
+                $3::timestamptz + CASE WHEN n % 27 = 0 THEN interval '5 minutes' ELSE interval '-1 minute' END, \
+                1, $3, $3, $3 \
+         FROM generate_series(1, 1350) AS n",
+    )
+    .bind(&endpoint_id)
+    .bind(&team.id)
+    .bind(support::epoch())
+    .execute(world.store.pool())
+    .await
+    .expect("claimed todos");
+
+    let report = world.store.reap_lapsed_leases().await.expect("reap");
+    assert_eq!((report.returned_to_pending, report.dead_lettered), (1_300, 0));
+    let held: Vec<String> = sqlx::query_scalar("SELECT id FROM todos WHERE state = 'claimed' ORDER BY id")
+        .fetch_all(world.store.pool())
+        .await
+        .expect("still claimed");
+    assert_eq!(held.len(), 50);
+    assert!(held.iter().all(|id| id.trim_start_matches("td_held_").parse::<u32>().is_ok_and(|n| n % 27 == 0)));
+}
+
 #[tokio::test]
 async fn the_reaper_returns_lapsed_leases_and_dead_letters_at_max_attempts() {
     let world = World::new().await;

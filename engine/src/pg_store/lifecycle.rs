@@ -238,8 +238,9 @@ impl PgStore {
     /// (each branch is one index's predicate) rather than an OR, which PostgreSQL reads as two
     /// bitmap scans that never mark a finished claim's entry dead (`status_select`). The clock
     /// is a sub-select, so the lease bound is a condition of the index scans, not a filter on
-    /// every claimed row. A batch takes up to `SWEEP_BATCH_MAX` of each kind, and the update
-    /// finds them by key.
+    /// every claimed row. A batch takes up to `SWEEP_BATCH_MAX` of each kind, in no particular
+    /// order (the loop reaps them all): sorted by lease, each batch would read every lapsed row
+    /// to keep 500, and a mass lapse would cost its square. The update finds them by key.
     pub(crate) async fn reap_tx(&self) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         loop {
@@ -248,11 +249,11 @@ impl PgStore {
                  lapsed_endpoint AS ( \
                    SELECT t.id FROM todos t \
                    WHERE t.state = 'claimed' AND t.endpoint_id IS NOT NULL AND t.lease_expires_at < (SELECT now FROM clock) \
-                   ORDER BY t.lease_expires_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
+                   LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
                  lapsed_team AS ( \
                    SELECT t.id FROM todos t \
                    WHERE t.state = 'claimed' AND t.team_id IS NOT NULL AND t.lease_expires_at < (SELECT now FROM clock) \
-                   ORDER BY t.lease_expires_at LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
+                   LIMIT $2 FOR UPDATE OF t SKIP LOCKED), \
                  reaped AS ( \
                    UPDATE todos t SET state = CASE WHEN t.attempt >= t.max_attempts THEN 'failed' ELSE 'pending' END, \
                      owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, next_retry_at = NULL, \
