@@ -182,7 +182,9 @@ impl PgStore {
 /// Returns to pending every todo claimed through an endpoint `human_id` owns (only `team_id`'s
 /// todos when given): owner and lease cleared, the attempt row closed as `released`, the attempt
 /// count unchanged, and a `requeued` push so the queue's other agents hear of it. Rows a claim
-/// transaction holds are waited for, then re-checked, as a clear does.
+/// transaction holds are waited for, then re-checked, as a clear does. The claimed todos are
+/// read from the in-flight indexes, which is why the condition names both owner kinds (each
+/// index's predicate names one); a removal is rare, so their OR's bitmap scans do no harm.
 async fn release_leases_of(
     conn: &mut PgConnection,
     human_id: &str,
@@ -192,7 +194,8 @@ async fn release_leases_of(
     sqlx::query_as(
         "WITH held AS ( \
            SELECT t.id FROM todos t JOIN endpoints e ON e.id = t.claimed_by_endpoint_id \
-           WHERE e.owner_human_id = $1 AND t.state = 'claimed' AND ($2::text IS NULL OR t.team_id = $2) \
+           WHERE e.owner_human_id = $1 AND t.state = 'claimed' AND (t.endpoint_id IS NOT NULL OR t.team_id IS NOT NULL) \
+             AND ($2::text IS NULL OR t.team_id = $2) \
            ORDER BY t.id FOR UPDATE OF t), \
          released AS ( \
            UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, \
