@@ -11,6 +11,9 @@
 //! `SWITCHBOARD_TEST_DURABLE=1` the cluster is durable (fsync, synchronous commit and full-page
 //! writes on), as issue #15 measures; otherwise fsync is off. The pending todos' titles and
 //! payloads are `fake` text from a fixed seed, generated and inserted before the clock starts.
+//! `SWITCHBOARD_BENCH_NAME_THE_OPEN_QUEUE=1` makes (c)'s claimers name only the queue that admits,
+//! in the same world of 200 queues: what (c) would cost if finding that queue were free, the
+//! bound of issue #31 item 4.
 //! Usage: cargo run --release -p engine --example bench_admission [-- SECONDS_PER_RUN [CLAIMERS,...]]
 
 #[path = "support/bench_endpoint.rs"]
@@ -86,6 +89,9 @@ async fn main() {
         .unwrap_or_else(|| CONCURRENCY.to_vec());
     let storage = if engine::testing::durable_requested() { "durable: fsync on" } else { "fsync off" };
     println!("bench-admission: {seconds} s per run, claimers {concurrency:?}, throwaway PostgreSQL ({storage})");
+    if std::env::var_os(NAME_THE_OPEN_QUEUE).is_some() {
+        println!("(c)'s claimers name the open queue alone ({NAME_THE_OPEN_QUEUE})");
+    }
     let mut results: Vec<(Path, usize, Measured)> = Vec::new();
     let mut report = |path: Path, claimers: usize, measured: Measured| {
         println!(
@@ -154,6 +160,9 @@ fn median(mut runs: Vec<Measured>) -> Measured {
     runs.swap_remove(runs.len() / 2)
 }
 
+/// The switch that makes (c)'s claimers name the open queue alone.
+const NAME_THE_OPEN_QUEUE: &str = "SWITCHBOARD_BENCH_NAME_THE_OPEN_QUEUE";
+
 async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
     let db = fresh_database().await;
     let settings = PoolSettings {
@@ -169,8 +178,11 @@ async fn run(path: Path, claimers: usize, duration: Duration) -> Measured {
         store = store.benchmark_without_pre_read_first();
     }
     let endpoint = seed_path(&store, path.claims_from(), ADMITTED_TODOS).await;
-    let (latencies, mut completes) =
-        drive_claimers(&store, &endpoint.actor, &endpoint.granted, claimers, duration).await;
+    // The queue that admits is the last one granted (`seed_path`).
+    let name_the_open_queue = path == Path::ManyExhausted && std::env::var_os(NAME_THE_OPEN_QUEUE).is_some();
+    let granted =
+        if name_the_open_queue { &endpoint.granted[endpoint.granted.len() - 1..] } else { &endpoint.granted[..] };
+    let (latencies, mut completes) = drive_claimers(&store, &endpoint.actor, granted, claimers, duration).await;
     let counted = store.counters().snapshot();
     if counted.claim_groups > 0 {
         println!(
