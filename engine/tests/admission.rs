@@ -6,8 +6,6 @@ mod support;
 use chrono::Duration;
 use models::admission::Reason;
 use models::error::Code;
-use models::identity::QueueIdentity;
-use models::scope::Actor;
 use models::store::ClaimNext;
 use models::store::prelude::*;
 use models::todo::{CreatedByKind, NewTodo, TodoState};
@@ -332,13 +330,7 @@ async fn req4_one_deferred_queue_does_not_starve_the_others() {
 // team's queue was skipped too (issue #15 review).
 #[tokio::test]
 async fn req4_a_deferred_endpoint_queue_does_not_starve_a_team_queue_of_the_same_name() {
-    let world = World::new().await;
-    let alice = world.human("alice").await;
-    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
-    let agent = world.agent_granted(&alice, &["x"], &[(team.id.as_str(), "x")]).await;
-    let Actor::Agent(scope) = &agent else { unreachable!("agent_granted returns an agent") };
-    let endpoint_id = scope.endpoint_id.clone();
-    let (own_x, team_x) = (QueueIdentity::endpoint(&endpoint_id, "x"), QueueIdentity::team(&team.id, "x"));
+    let (world, agent, [own_x, team_x]) = support::queue_of_both_kinds("x").await;
     set_policy(&world, &own_x, json!({"max_in_flight": 0})).await;
     world.push(&own_x, "oldest, but the endpoint's x is paused").await;
     world.clock.advance(Duration::seconds(1));

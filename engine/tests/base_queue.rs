@@ -178,11 +178,9 @@ async fn a_lapsed_lease_is_taken_over_and_the_old_holder_loses_it() {
 // leases among them are left alone.
 #[tokio::test]
 async fn the_reaper_reaps_every_lapsed_lease_of_both_kinds_beyond_one_batch() {
-    let world = World::new().await;
-    let alice = world.human("alice").await;
-    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
-    let agent = world.agent_granted(&alice, &["inbox"], &[(team.id.as_str(), "inbox")]).await;
-    let endpoint_id = queue_of(&agent, "inbox").endpoint_id().expect("an endpoint's queue").to_string();
+    let (world, _, [own, teams]) = support::queue_of_both_kinds("inbox").await;
+    let endpoint_id = own.endpoint_id().expect("an endpoint's queue").to_string();
+    let team_id = teams.team_id().expect("a team's queue").to_string();
     // 1,300 lapsed (700 of the endpoint, 600 of the team) and 50 live, every 27th.
     sqlx::query(
         "INSERT INTO todos (id, endpoint_id, team_id, queue, title, created_by_kind, state, owner, \
@@ -194,7 +192,7 @@ async fn the_reaper_reaps_every_lapsed_lease_of_both_kinds_beyond_one_batch() {
          FROM generate_series(1, 1350) AS n",
     )
     .bind(&endpoint_id)
-    .bind(&team.id)
+    .bind(&team_id)
     .bind(support::epoch())
     .execute(world.store.pool())
     .await

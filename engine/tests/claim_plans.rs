@@ -19,11 +19,10 @@ mod support;
 
 use engine::{PgStore, PoolSettings};
 use models::identity::QueueIdentity;
-use models::scope::Actor;
 use models::store::prelude::*;
 use serde_json::{Value, json};
 use support::plans::{logged_plans, scans};
-use support::{agent_world, claimed, deferred, queue_of, set_policy};
+use support::{agent_world, claimed, deferred, queue_of, queue_of_both_kinds, set_policy};
 
 /// Pending todos per queue, analysed before the claims start.
 const BACKLOG: i64 = 2_000;
@@ -185,14 +184,11 @@ async fn the_reaper_reads_leases_through_the_in_flight_indexes() {
     sqlx::query("ANALYZE todos").execute(world.store.pool()).await.expect("analyze");
     world.clock.advance(chrono::Duration::seconds(301));
 
-    let reaped = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let reaping = reaped.clone();
     let logged = logged_plans(&world, "lapsed_endpoint AS", |store: PgStore| async move {
-        *reaping.lock().unwrap() = Some(store.reap_lapsed_leases().await.expect("reap"));
+        let report = store.reap_lapsed_leases().await.expect("reap");
+        assert_eq!(report.returned_to_pending, 2 * CLAIMS as u64, "every lapsed lease, of both owner kinds");
     })
     .await;
-    let report = reaped.lock().unwrap().take().expect("the reaper ran");
-    assert_eq!(report.returned_to_pending, 2 * CLAIMS as u64, "every lapsed lease, of both owner kinds");
     assert!(!logged.is_empty(), "the reaper's statement was not logged");
     for (_, plan) in &logged {
         let nodes = scans(plan);
@@ -279,16 +275,6 @@ async fn in_flight_reads_are_plain_index_scans() {
             assert!(bitmaps.is_empty(), "{statement} reads todos by bitmap: {bitmaps:?}\nplan: {plan:#}");
         }
     }
-}
-
-/// An agent granted `queue` of its own endpoint and of a team, and the two identities.
-async fn queue_of_both_kinds(queue: &str) -> (support::World, Actor, [QueueIdentity; 2]) {
-    let world = support::World::new().await;
-    let alice = world.human("alice").await;
-    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
-    let agent = world.agent_granted(&alice, &[queue], &[(team.id.as_str(), queue)]).await;
-    let identities = [queue_of(&agent, queue), QueueIdentity::team(&team.id, queue)];
-    (world, agent, identities)
 }
 
 /// The part of a claim statement's plan that finds the candidate (the `cand` CTE), or the whole

@@ -126,6 +126,17 @@ pub fn queue_of(agent: &Actor, name: &str) -> QueueIdentity {
     }
 }
 
+/// A world whose human "alice" has a team, and an agent granted `queue` of its own endpoint and
+/// of that team, with the two identities (the endpoint's first).
+pub async fn queue_of_both_kinds(queue: &str) -> (World, Actor, [QueueIdentity; 2]) {
+    let world = World::new().await;
+    let alice = world.human("alice").await;
+    let team = world.store.bootstrap_team("crew", "alice").await.expect("team");
+    let agent = world.agent_granted(&alice, &[queue], &[(team.id.as_str(), queue)]).await;
+    let identities = [queue_of(&agent, queue), QueueIdentity::team(&team.id, queue)];
+    (world, agent, identities)
+}
+
 pub fn granted(agent: &Actor) -> Vec<QueueIdentity> {
     match agent {
         Actor::Agent(scope) => scope.granted.clone(),
