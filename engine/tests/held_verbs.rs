@@ -8,12 +8,14 @@ mod support;
 
 use chrono::Duration;
 use models::error::Code;
+use models::identity::QueueIdentity;
 use models::scope::Actor;
 use models::store::Clock;
 use models::store::prelude::*;
 use models::todo::{TodoState, retry_backoff};
 use serde_json::json;
-use support::{World, new_todo, queue_of};
+use support::plans::logged_plans;
+use support::{World, new_todo, queue_of, queue_of_both_kinds};
 
 /// The agent as it would authenticate after its grant lost `queue`: same endpoint, same label.
 fn without_grant(agent: &Actor, queue: &str) -> Actor {
@@ -43,6 +45,62 @@ async fn a_holder_whose_grant_lost_the_queue_is_forbidden_and_the_todo_stays_cla
     assert_eq!((unchanged.state, unchanged.attempt), (TodoState::Claimed, 1));
     let done = world.store.complete(&agent, &todo.id, Some(json!(1))).await.expect("the full grant completes");
     assert_eq!(done.state, TodoState::Done);
+}
+
+/// The agent as it would authenticate after its grant lost one queue identity.
+fn without_identity(agent: &Actor, lost: &QueueIdentity) -> Actor {
+    let Actor::Agent(scope) = agent else { panic!("not an agent") };
+    let mut narrowed = scope.clone();
+    narrowed.granted.retain(|identity| identity != lost);
+    Actor::Agent(narrowed)
+}
+
+// A grant names an owner and a queue: keeping an endpoint's `inbox` grants nothing of a team's
+// `inbox`, and the other way round.
+#[tokio::test]
+async fn a_holder_keeping_a_queue_name_of_one_owner_kind_is_forbidden_the_other() {
+    let (world, agent, identities) = queue_of_both_kinds("inbox").await;
+    for (lost, kept) in [(&identities[0], &identities[1]), (&identities[1], &identities[0])] {
+        let lost_todo = world.push(lost, "lost").await;
+        let kept_todo = world.push(kept, "kept").await;
+        for todo in [&lost_todo, &kept_todo] {
+            world.store.claim(&agent, &todo.id, 60).await.expect("claim");
+        }
+        let narrowed = without_identity(&agent, lost);
+        let refused = world.store.complete(&narrowed, &lost_todo.id, None).await.expect_err("outside the grant");
+        assert_eq!(refused.code, Code::Forbidden, "{lost:?} after the grant lost it");
+        let done = world.store.complete(&narrowed, &kept_todo.id, None).await.expect("inside the grant");
+        assert_eq!(done.state, TodoState::Done);
+        world.store.complete(&agent, &lost_todo.id, None).await.expect("the full grant completes");
+    }
+}
+
+// The one statement is the common case, not an optimisation that quietly never applies: a
+// holder inside its grant (an agent, either owner kind) or its reach (a human) is answered by it
+// alone, and the step-by-step transaction, whose first statement locks the row by reach, never
+// runs.
+#[tokio::test]
+async fn a_holder_inside_its_grant_is_answered_by_the_one_statement_alone() {
+    let (world, agent, identities) = queue_of_both_kinds("inbox").await;
+    let owner = world.owner("alice").await;
+    let mut held = Vec::new();
+    for (holder, identity) in [(&agent, &identities[0]), (&agent, &identities[1]), (&owner, &identities[0])] {
+        let todo = world.push(identity, "t").await;
+        world.store.claim(holder, &todo.id, 60).await.expect("claim");
+        held.push((holder.clone(), todo.id));
+    }
+    // Both statements find the row by this text; only the one statement names `held`.
+    let logged = logged_plans(&world, "FROM todos t WHERE t.id = $1 AND", |store| async move {
+        for (holder, id) in &held {
+            store.heartbeat(holder, id, 60).await.expect("heartbeat");
+            store.complete(holder, id, None).await.expect("complete");
+        }
+    })
+    .await;
+    let (verbs, step_by_step): (Vec<_>, Vec<_>) = logged.iter().partition(|(text, _)| text.contains("held AS"));
+    assert_eq!(verbs.len(), 6, "one statement per verb");
+    let steps: Vec<&String> = step_by_step.iter().map(|(text, _)| text).collect();
+    assert!(steps.is_empty(), "a verb ran step by step: {steps:?}");
 }
 
 #[tokio::test]

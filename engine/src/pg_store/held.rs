@@ -18,7 +18,7 @@ use super::rows::TodoRow;
 use super::sql::TODO_COLUMNS;
 use super::{PgStore, db_error};
 use models::error::Result;
-use models::scope::Actor;
+use models::scope::{Actor, TodoAccess};
 use models::todo::{MAX_ATTEMPTS_LIMIT, Todo, retry_backoff};
 use serde_json::Value;
 use sqlx::Postgres;
@@ -26,16 +26,16 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
 use std::sync::LazyLock;
 
-/// Locks todo `$1` if `$2` holds its lease and the caller may act on its queue (`$4`/`$5`
-/// endpoint ids and queue names, `$6`/`$7` team ids and queue names, a NULL queue meaning every
-/// queue of that owner), then reads the clock (`$3`, or the database's) after the lock.
+/// Locks todo `$1` if `$2` holds its lease and the caller may act on its queue (`$4`..`$7`, a
+/// [`HeldAccess`]: the granted queues of each owner kind as `queue/owner` keys, and the owners
+/// all of whose queues it may act on), then reads the clock (`$3`, or the database's) after the
+/// lock. Each access test is one `= ANY` over a bound array: no set to build per call, which an
+/// agent granted 200 queues would pay for on every verb.
 const HELD: &str = "held AS ( \
        SELECT t.id FROM todos t \
        WHERE t.id = $1 AND t.state = 'claimed' AND t.owner = $2 \
-         AND (EXISTS (SELECT 1 FROM unnest($4::text[], $5::text[]) AS a (owner, queue) \
-                      WHERE t.endpoint_id = a.owner AND t.queue = coalesce(a.queue, t.queue)) \
-           OR EXISTS (SELECT 1 FROM unnest($6::text[], $7::text[]) AS a (owner, queue) \
-                      WHERE t.team_id = a.owner AND t.queue = coalesce(a.queue, t.queue))) \
+         AND (t.queue || '/' || t.endpoint_id = ANY($4::text[]) OR t.endpoint_id = ANY($5::text[]) \
+           OR t.queue || '/' || t.team_id = ANY($6::text[]) OR t.team_id = ANY($7::text[])) \
        FOR UPDATE), \
      clock AS (SELECT held.id, coalesce($3::timestamptz, clock_timestamp()) AS now FROM held)";
 
@@ -120,6 +120,35 @@ static COMPLETE_MANY_SQL: Statement = LazyLock::new(|| spelled_out(COMPLETE_MANY
 
 type HeldQuery = QueryAs<'static, Postgres, TodoRow, PgArguments>;
 
+/// [`TodoAccess`] as the `HELD` predicate reads it. A granted queue is the key `queue/owner`: a
+/// queue name is `[a-z0-9._-]` (contract §2), so its key's first `/` ends it and no two grants
+/// share a key. An owner with no queue named (a human's reach) is every queue of that owner.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct HeldAccess {
+    endpoint_queue_keys: Vec<String>,
+    endpoint_ids_all_queues: Vec<String>,
+    team_queue_keys: Vec<String>,
+    team_ids_all_queues: Vec<String>,
+}
+
+impl HeldAccess {
+    fn new(access: TodoAccess) -> Self {
+        fn split(ids: Vec<String>, queues: Vec<Option<String>>) -> (Vec<String>, Vec<String>) {
+            let (mut keys, mut all_queues) = (Vec::new(), Vec::new());
+            for (id, queue) in ids.into_iter().zip(queues) {
+                match queue {
+                    Some(queue) => keys.push(format!("{queue}/{id}")),
+                    None => all_queues.push(id),
+                }
+            }
+            (keys, all_queues)
+        }
+        let (endpoint_queue_keys, endpoint_ids_all_queues) = split(access.endpoint_ids, access.endpoint_queues);
+        let (team_queue_keys, team_ids_all_queues) = split(access.team_ids, access.team_queues);
+        HeldAccess { endpoint_queue_keys, endpoint_ids_all_queues, team_queue_keys, team_ids_all_queues }
+    }
+}
+
 impl PgStore {
     /// Binds `$1`..`$7` of a held-verb statement: the todo, the caller's holder label, the clock
     /// and the queues the caller may act on.
@@ -127,15 +156,15 @@ impl PgStore {
     where
         Id: 'static + Send + sqlx::Encode<'static, Postgres> + sqlx::Type<Postgres>,
     {
-        let access = actor.todo_access();
+        let access = HeldAccess::new(actor.todo_access());
         sqlx::query_as(sqlx::AssertSqlSafe(statement.as_str()))
             .bind(id)
             .bind(actor.label())
             .bind(self.now_param())
-            .bind(access.endpoint_ids)
-            .bind(access.endpoint_queues)
-            .bind(access.team_ids)
-            .bind(access.team_queues)
+            .bind(access.endpoint_queue_keys)
+            .bind(access.endpoint_ids_all_queues)
+            .bind(access.team_queue_keys)
+            .bind(access.team_ids_all_queues)
     }
 
     /// Runs a held-verb statement: the changed todo, or `None` when the caller does not hold the
@@ -174,5 +203,29 @@ impl PgStore {
         let query = self.held_query(&COMPLETE_MANY_SQL, actor, ids.to_vec()).bind(result.clone());
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
         rows.into_iter().map(TodoRow::into_todo).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn granted_queues_become_keys_and_a_whole_reach_stays_owners() {
+        let access = TodoAccess {
+            endpoint_ids: vec!["ep_1".into(), "ep_2".into()],
+            endpoint_queues: vec![Some("inbox".into()), None],
+            team_ids: vec!["tm_1".into()],
+            team_queues: vec![Some("triage.v2".into())],
+        };
+        assert_eq!(
+            HeldAccess::new(access),
+            HeldAccess {
+                endpoint_queue_keys: vec!["inbox/ep_1".into()],
+                endpoint_ids_all_queues: vec!["ep_2".into()],
+                team_queue_keys: vec!["triage.v2/tm_1".into()],
+                team_ids_all_queues: vec![],
+            }
+        );
     }
 }
