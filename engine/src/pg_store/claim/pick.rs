@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use models::error::Result;
 use models::identity::QueueIdentity;
 use sqlx::{Postgres, Transaction};
+use std::collections::HashSet;
 
 /// Step 1's candidate as `candidate_cte` selects it.
 #[derive(sqlx::FromRow)]
@@ -180,6 +181,10 @@ fn candidate_cte(
     excluded: &[QueueIdentity],
     lock: Lock,
 ) -> String {
+    // Looked up in a set: a group of path (c) excludes 199 of 200 queues, and comparing every
+    // queue with every excluded one took 93 us of the leader's serial path per pick, against
+    // 15 us this way (issue #31 item 4).
+    let excluded: HashSet<&QueueIdentity> = excluded.iter().collect();
     let open: Vec<QueueIdentity> = queues.iter().filter(|queue| !excluded.contains(queue)).cloned().collect();
     let now = binds.push(now);
     let queues = owner_groups_filter(binds, &owner_groups(&open));
