@@ -76,30 +76,49 @@ async fn a_holder_keeping_a_queue_name_of_one_owner_kind_is_forbidden_the_other(
 }
 
 // The one statement is the common case, not an optimisation that quietly never applies: a
-// holder inside its grant (an agent, either owner kind) or its reach (a human) is answered by it
-// alone, and the step-by-step transaction, whose first statement locks the row by reach, never
-// runs.
+// holder inside its grant (an agent) or its reach (a human), on a queue of either owner kind, is
+// answered by it alone for every verb, and the step-by-step transactions, whose first statements
+// lock the todos by reach or by id, never run.
 #[tokio::test]
 async fn a_holder_inside_its_grant_is_answered_by_the_one_statement_alone() {
     let (world, agent, identities) = queue_of_both_kinds("inbox").await;
     let owner = world.owner("alice").await;
+    // For each holder and owner kind: todos to complete, fail and release, and two to complete
+    // at once.
     let mut held = Vec::new();
-    for (holder, identity) in [(&agent, &identities[0]), (&agent, &identities[1]), (&owner, &identities[0])] {
-        let todo = world.push(identity, "t").await;
-        world.store.claim(holder, &todo.id, 60).await.expect("claim");
-        held.push((holder.clone(), todo.id));
+    for holder in [&agent, &owner] {
+        for identity in &identities {
+            let mut ids = Vec::new();
+            for _ in 0..5 {
+                let todo = world.push(identity, "t").await;
+                world.store.claim(holder, &todo.id, 60).await.expect("claim");
+                ids.push(todo.id);
+            }
+            held.push((holder.clone(), ids));
+        }
     }
-    // Both statements find the row by this text; only the one statement names `held`.
-    let logged = logged_plans(&world, "FROM todos t WHERE t.id = $1 AND", |store| async move {
-        for (holder, id) in &held {
-            store.heartbeat(holder, id, 60).await.expect("heartbeat");
-            store.complete(holder, id, None).await.expect("complete");
+    let logged = logged_plans(&world, "FROM todos", |store| async move {
+        for (holder, ids) in &held {
+            for id in ids {
+                store.heartbeat(holder, id, 60).await.expect("heartbeat");
+            }
+            store.complete(holder, &ids[0], None).await.expect("complete");
+            store.fail(holder, &ids[1], None).await.expect("fail");
+            store.release(holder, &ids[2]).await.expect("release");
+            store.complete_many(holder, &ids[3..], None).await.expect("complete two");
         }
     })
     .await;
-    let (verbs, step_by_step): (Vec<_>, Vec<_>) = logged.iter().partition(|(text, _)| text.contains("held AS"));
-    assert_eq!(verbs.len(), 6, "one statement per verb");
-    let steps: Vec<&String> = step_by_step.iter().map(|(text, _)| text).collect();
+    let verbs = logged.iter().filter(|(text, _)| text.contains("held AS")).count();
+    assert_eq!(verbs, 4 * 9, "one statement per verb: five heartbeats and four others per holder and kind");
+    let steps: Vec<&String> = logged
+        .iter()
+        .map(|(text, _)| text)
+        .filter(|text| {
+            text.contains("t.team_id = ANY($3)) FOR UPDATE")
+                || text.contains("WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+        })
+        .collect();
     assert!(steps.is_empty(), "a verb ran step by step: {steps:?}");
 }
 
