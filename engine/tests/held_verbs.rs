@@ -17,11 +17,12 @@ use serde_json::json;
 use support::plans::logged_plans;
 use support::{World, new_todo, queue_of, queue_of_both_kinds};
 
-/// The agent as it would authenticate after its grant lost `queue`: same endpoint, same label.
-fn without_grant(agent: &Actor, queue: &str) -> Actor {
+/// The agent as it would authenticate after its grant lost the identities `lost` picks: same
+/// endpoint, same label.
+fn without_grant(agent: &Actor, lost: impl Fn(&QueueIdentity) -> bool) -> Actor {
     let Actor::Agent(scope) = agent else { panic!("not an agent") };
     let mut narrowed = scope.clone();
-    narrowed.granted.retain(|identity| identity.queue != queue);
+    narrowed.granted.retain(|identity| !lost(identity));
     Actor::Agent(narrowed)
 }
 
@@ -32,7 +33,7 @@ async fn a_holder_whose_grant_lost_the_queue_is_forbidden_and_the_todo_stays_cla
     let agent = world.agent(&alice, &["inbox", "other"]).await;
     let todo = world.push(&queue_of(&agent, "inbox"), "t").await;
     world.store.claim(&agent, &todo.id, 60).await.expect("claim");
-    let narrowed = without_grant(&agent, "inbox");
+    let narrowed = without_grant(&agent, |identity| identity.queue == "inbox");
     for outcome in [
         world.store.heartbeat(&narrowed, &todo.id, 60).await,
         world.store.complete(&narrowed, &todo.id, None).await,
@@ -47,14 +48,6 @@ async fn a_holder_whose_grant_lost_the_queue_is_forbidden_and_the_todo_stays_cla
     assert_eq!(done.state, TodoState::Done);
 }
 
-/// The agent as it would authenticate after its grant lost one queue identity.
-fn without_identity(agent: &Actor, lost: &QueueIdentity) -> Actor {
-    let Actor::Agent(scope) = agent else { panic!("not an agent") };
-    let mut narrowed = scope.clone();
-    narrowed.granted.retain(|identity| identity != lost);
-    Actor::Agent(narrowed)
-}
-
 // A grant names an owner and a queue: keeping an endpoint's `inbox` grants nothing of a team's
 // `inbox`, and the other way round.
 #[tokio::test]
@@ -66,7 +59,7 @@ async fn a_holder_keeping_a_queue_name_of_one_owner_kind_is_forbidden_the_other(
         for todo in [&lost_todo, &kept_todo] {
             world.store.claim(&agent, &todo.id, 60).await.expect("claim");
         }
-        let narrowed = without_identity(&agent, lost);
+        let narrowed = without_grant(&agent, |identity| identity == lost);
         let refused = world.store.complete(&narrowed, &lost_todo.id, None).await.expect_err("outside the grant");
         assert_eq!(refused.code, Code::Forbidden, "{lost:?} after the grant lost it");
         let done = world.store.complete(&narrowed, &kept_todo.id, None).await.expect("inside the grant");
