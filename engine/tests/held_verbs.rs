@@ -22,7 +22,7 @@ use support::{World, new_todo, queue_of, queue_of_both_kinds};
 fn without_grant(agent: &Actor, lost: impl Fn(&QueueIdentity) -> bool) -> Actor {
     let Actor::Agent(scope) = agent else { panic!("not an agent") };
     let mut narrowed = scope.clone();
-    narrowed.granted.retain(|identity| !lost(identity));
+    narrowed.granted = narrowed.granted.iter().filter(|identity| !lost(identity)).cloned().collect();
     Actor::Agent(narrowed)
 }
 

@@ -4,6 +4,8 @@
 use crate::error::{Error, Result};
 use crate::identity::{Owner, QueueIdentity};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Human {
@@ -123,7 +125,9 @@ pub struct AgentScope {
     pub endpoint_slug: String,
     pub owner_human_id: Option<String>,
     pub reach: Reach,
-    pub granted: Vec<QueueIdentity>,
+    /// Shared, not copied: a request clones its scope several times (the credential cache's
+    /// answer, the actor, a claim group's seat), and an agent may be granted hundreds of queues.
+    pub granted: Arc<[QueueIdentity]>,
     pub verbs: Vec<String>,
     /// What this endpoint could manage if granted the policy verbs (REQ-10): itself, and the
     /// teams its owner configures (a team-owned endpoint: its team).
@@ -223,15 +227,15 @@ impl AgentScope {
     /// The granted identities a `claim_next`/`list_todos` call covers: all of them, or those
     /// named `queue` (an endpoint queue or `team:<slug-or-id>/<queue>` reference already resolved
     /// by name). A name outside the grant is `forbidden` (base-system §3).
-    pub fn narrow(&self, queue: Option<&str>) -> Result<Vec<QueueIdentity>> {
+    pub fn narrow(&self, queue: Option<&str>) -> Result<Cow<'_, [QueueIdentity]>> {
         let Some(name) = queue else {
-            return Ok(self.granted.clone());
+            return Ok(Cow::Borrowed(&self.granted));
         };
         let matching: Vec<QueueIdentity> = self.granted.iter().filter(|q| q.queue == name).cloned().collect();
         if matching.is_empty() {
             return Err(Error::forbidden(format!("queue {name} is outside this endpoint's grant")));
         }
-        Ok(matching)
+        Ok(Cow::Owned(matching))
     }
 }
 
@@ -274,7 +278,7 @@ mod tests {
             endpoint_slug: "a".into(),
             owner_human_id: Some("hu_a".into()),
             reach: Reach { endpoint_ids: vec!["ep_a".into()], team_ids: vec!["tm_1".into()] },
-            granted: vec![QueueIdentity::endpoint("ep_a", "inbox"), QueueIdentity::team("tm_1", "triage")],
+            granted: [QueueIdentity::endpoint("ep_a", "inbox"), QueueIdentity::team("tm_1", "triage")].into(),
             verbs: vec![],
             manages: Reach { endpoint_ids: vec!["ep_a".into()], team_ids: vec![] },
             acting_for_human_id: Some("hu_a".into()),

@@ -66,7 +66,7 @@ pub async fn bench_endpoint(store: &PgStore, queues: &[String], budgeted: Option
     else {
         panic!("agent lookup");
     };
-    let granted = scope.granted.clone();
+    let granted = scope.granted.to_vec();
     BenchEndpoint { id: endpoint.id, actor: Actor::Agent(*scope), granted, slug: endpoint.slug, key }
 }
 

@@ -351,7 +351,7 @@ mod tests {
             endpoint_slug: "one".into(),
             owner_human_id: None,
             reach: Reach::default(),
-            granted: vec![],
+            granted: [].into(),
             verbs: vec![],
             manages: Reach::default(),
             acting_for_human_id: None,

@@ -139,7 +139,7 @@ pub async fn queue_of_both_kinds(queue: &str) -> (World, Actor, [QueueIdentity; 
 
 pub fn granted(agent: &Actor) -> Vec<QueueIdentity> {
     match agent {
-        Actor::Agent(scope) => scope.granted.clone(),
+        Actor::Agent(scope) => scope.granted.to_vec(),
         Actor::Human(_) => panic!("not an agent"),
     }
 }

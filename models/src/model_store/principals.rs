@@ -135,7 +135,7 @@ impl ModelStore {
             owner_human_id: endpoint.owner_human_id.clone(),
             manages: Reach { endpoint_ids: vec![endpoint.id.clone()], team_ids: configured },
             reach,
-            granted,
+            granted: granted.into(),
             verbs: endpoint.verbs.clone(),
         }))
     }

@@ -152,7 +152,7 @@ async fn list_todos_tool<S: Store>(store: &S, agent: &AgentScope, args: &Value) 
     let queues = agent.narrow(args.queue.as_deref())?;
     let state = args.state.as_deref().map(|s| TodoState::parse("state", s)).transpose()?;
     let limit = parse_limit(integer(args.limit))?;
-    let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues), state, limit }).await?;
+    let todos = store.list_todos(TodoQuery { set: TodoSet::Queues(queues.into_owned()), state, limit }).await?;
     answer(Todos { todos: todos_with_admission(store, &todos, Detail::Listed).await? })
 }
 
