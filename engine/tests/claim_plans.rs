@@ -214,9 +214,9 @@ async fn the_reaper_reads_leases_through_the_in_flight_indexes() {
 // Issue #31 item 1: a claim's update is not HOT, so every claim that has finished leaves its
 // entry in the in-flight index until vacuum. The in-flight reads (the claim's count, the status
 // read, the reaper, a policy write's count) take one branch per owner kind, so each is a plain
-// index scan, which marks those entries dead as it passes them. An OR of the two kinds plans as bitmap scans, which
-// revisit every finished claim's entry at every read (0.19 ms per claim after a few thousand
-// jobs in bench-peer's (b)).
+// index scan, which marks those entries dead as it passes them. An OR of the two kinds plans as
+// bitmap scans, which revisit every finished claim's entry at every read (0.19 ms per claim after
+// a few thousand jobs in bench-peer's (b)).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_reads_are_plain_index_scans() {
     let (world, agent, queues) = queue_of_both_kinds("paced").await;
