@@ -2,15 +2,15 @@
 //! common case, where the caller holds the lease on a todo it may act on, costs one round trip
 //! instead of a transaction of five (issue #15).
 //!
-//! Each statement locks the row only if the caller holds its lease (`HELD`), reads the clock
-//! after that lock, changes the row and closes the attempt, all in one autocommit statement. When
-//! it changes nothing, the caller does not hold the lease right now, and the verb runs its
+//! Each statement changes the row only if the caller holds its lease (`HOLDS`), with the update
+//! itself as the row's lock, and closes the attempt, all in one autocommit statement. When it
+//! changes nothing, the caller does not hold the lease right now, and the verb runs its
 //! step-by-step transaction in `lifecycle.rs`, which says exactly why (`not_found`, `forbidden`,
 //! `conflict`) or succeeds if the lease changed hands back in between. So the rules live in one
 //! place: who may act on a todo is `Actor::todo_access` (bound as data), when a failed todo is
 //! retried is `retry_backoff` (bound as a table), and every refusal is decided in Rust.
 //!
-//! Must never succeed where the transaction would refuse: the `HELD` predicate is the
+//! Must never succeed where the transaction would refuse: the `HOLDS` predicate is the
 //! transaction's success condition (claimed, by this caller, in a queue it may act on), nothing
 //! looser.
 
@@ -26,36 +26,44 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
 use std::sync::LazyLock;
 
-/// Locks todo `$1` if `$2` holds its lease and the caller may act on its queue (`$4`..`$7`, a
+/// Todo `t` is claimed by `$2`, and the caller may act on its queue (`$4`..`$7`, a
 /// [`HeldAccess`]: the granted queues of each owner kind as `queue/owner` keys, and the owners
-/// all of whose queues it may act on), then reads the clock (`$3`, or the database's) after the
-/// lock. Each access test is one `= ANY` over a bound array: no set to build per call, which an
-/// agent granted 200 queues would pay for on every verb.
-const HELD: &str = "held AS ( \
-       SELECT t.id FROM todos t \
-       WHERE t.id = $1 AND t.state = 'claimed' AND t.owner = $2 \
-         AND (t.queue || '/' || t.endpoint_id = ANY($4::text[]) OR t.endpoint_id = ANY($5::text[]) \
-           OR t.queue || '/' || t.team_id = ANY($6::text[]) OR t.team_id = ANY($7::text[])) \
-       FOR UPDATE), \
-     clock AS (SELECT held.id, coalesce($3::timestamptz, clock_timestamp()) AS now FROM held)";
+/// all of whose queues it may act on). Each access test is one `= ANY` over a bound array: no set
+/// to build per call, which an agent granted 200 queues would pay for on every verb.
+const HOLDS: &str = "t.state = 'claimed' AND t.owner = $2 \
+       AND (t.queue || '/' || t.endpoint_id = ANY($4::text[]) OR t.endpoint_id = ANY($5::text[]) \
+         OR t.queue || '/' || t.team_id = ANY($6::text[]) OR t.team_id = ANY($7::text[]))";
+
+/// The `FROM` and `WHERE` of a verb's update of todo `$1`, as `t`, if the caller [`HOLDS`] it,
+/// with the clock (`$3`, or the database's) as `clock.now`.
+///
+/// The verb's own `UPDATE` is the lock: no `SELECT ... FOR UPDATE` first, because locking a row
+/// writes a WAL record of its own, one more per job than the update that follows it. Under READ
+/// COMMITTED, an update that meets a row changed since its snapshot waits for that writer and
+/// tests this predicate again on the row as committed, so it changes the row only if the caller
+/// still holds the lease then.
+const HELD: &str = "FROM (SELECT coalesce($3::timestamptz, clock_timestamp()) AS now) clock \
+     WHERE t.id = $1 AND {HOLDS}";
 
 /// Heartbeat: the lease runs `$8` seconds from now.
-const HEARTBEAT: &str = "WITH {HELD}, \
-     changed AS ( \
-       UPDATE todos t SET lease_expires_at = clock.now + $8::bigint * interval '1 second', updated_at = clock.now \
-       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}) \
-     SELECT * FROM changed";
+const HEARTBEAT: &str = "UPDATE todos t SET lease_expires_at = clock.now + $8::bigint * interval '1 second', \
+       updated_at = clock.now {HELD} RETURNING {TODO_COLUMNS}";
 
 /// Complete with result `$8`; the attempt closes as `completed`.
-const COMPLETE: &str = "WITH {HELD}, \
-     changed AS ( \
+const COMPLETE: &str = "WITH changed AS ( \
        UPDATE todos t SET state = 'done', result = $8, completed_at = clock.now, lease_expires_at = NULL, \
-         updated_at = clock.now \
-       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}), \
+         updated_at = clock.now {HELD} RETURNING {TODO_COLUMNS}), \
      closed AS ( \
        UPDATE todo_attempts a SET ended_at = changed.updated_at, outcome = 'completed' \
        FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
      SELECT * FROM changed";
+
+/// The todos of the list `$1` that the caller [`HOLDS`], as a CTE `held` that locks them in id
+/// order, so two such calls never wait on each other in a cycle, and `clock`. Complete of
+/// several locks them all first, as it changes them only if the caller holds every one.
+const HELD_MANY: &str = "held AS ( \
+       SELECT t.id FROM todos t WHERE t.id = ANY($1::text[]) AND {HOLDS} ORDER BY t.id FOR UPDATE), \
+     clock AS (SELECT held.id, coalesce($3::timestamptz, clock_timestamp()) AS now FROM held)";
 
 /// Complete of several todos (`$1` a list of ids, issue #31 item 2) with result `$8`: all of
 /// them, if the caller holds every one, else none (then the step-by-step transaction decides).
@@ -74,23 +82,20 @@ const COMPLETE_MANY: &str = "WITH {HELD_MANY}, \
 /// Fail with result `$8`: below `max_attempts` the todo parks until now plus the backoff for the
 /// attempt that failed (`$9[attempt]`, seconds, from `retry_backoff`); at it, it is dead-lettered.
 /// The attempt closes as `failed`.
-const FAIL: &str = "WITH {HELD}, \
-     changed AS ( \
+const FAIL: &str = "WITH changed AS ( \
        UPDATE todos t SET state = 'failed', result = $8, lease_expires_at = NULL, updated_at = clock.now, \
          next_retry_at = CASE WHEN t.attempt < t.max_attempts THEN clock.now \
            + ($9::bigint[])[least(greatest(t.attempt, 1), cardinality($9::bigint[]))] * interval '1 second' END \
-       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}), \
+       {HELD} RETURNING {TODO_COLUMNS}), \
      closed AS ( \
        UPDATE todo_attempts a SET ended_at = changed.updated_at, outcome = 'failed' \
        FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
      SELECT * FROM changed";
 
 /// Release: back to pending with the attempt unchanged; the attempt closes as `released`.
-const RELEASE: &str = "WITH {HELD}, \
-     changed AS ( \
+const RELEASE: &str = "WITH changed AS ( \
        UPDATE todos t SET state = 'pending', owner = NULL, claimed_by_endpoint_id = NULL, lease_expires_at = NULL, \
-         updated_at = clock.now \
-       FROM clock WHERE t.id = clock.id RETURNING {TODO_COLUMNS}), \
+         updated_at = clock.now {HELD} RETURNING {TODO_COLUMNS}), \
      closed AS ( \
        UPDATE todo_attempts a SET ended_at = changed.updated_at, outcome = 'released' \
        FROM changed WHERE a.todo_id = changed.id AND a.ended_at IS NULL) \
@@ -107,9 +112,10 @@ static BACKOFF_SECONDS: LazyLock<Vec<i64>> =
 type Statement = LazyLock<String>;
 
 fn spelled_out(verb: &str) -> String {
-    let held_many =
-        HELD.replace("t.id = $1 ", "t.id = ANY($1::text[]) ").replace("FOR UPDATE)", "ORDER BY t.id FOR UPDATE)");
-    verb.replace("{HELD_MANY}", &held_many).replace("{HELD}", HELD).replace("{TODO_COLUMNS}", TODO_COLUMNS)
+    verb.replace("{HELD_MANY}", HELD_MANY)
+        .replace("{HELD}", HELD)
+        .replace("{HOLDS}", HOLDS)
+        .replace("{TODO_COLUMNS}", TODO_COLUMNS)
 }
 
 static HEARTBEAT_SQL: Statement = LazyLock::new(|| spelled_out(HEARTBEAT));
@@ -120,7 +126,7 @@ static COMPLETE_MANY_SQL: Statement = LazyLock::new(|| spelled_out(COMPLETE_MANY
 
 type HeldQuery = QueryAs<'static, Postgres, TodoRow, PgArguments>;
 
-/// [`TodoAccess`] as the `HELD` predicate reads it. A granted queue is the key `queue/owner`: a
+/// [`TodoAccess`] as the `HOLDS` predicate reads it. A granted queue is the key `queue/owner`: a
 /// queue name is `[a-z0-9._-]` (contract §2), so its key's first `/` ends it and no two grants
 /// share a key. An owner with no queue named (a human's reach) is every queue of that owner.
 #[derive(Debug, Default, PartialEq, Eq)]
