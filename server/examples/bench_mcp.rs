@@ -7,7 +7,9 @@
 //! benchmark: it prints, it asserts nothing.
 //! Usage: cargo run --release -p server --example bench_mcp [-- SECONDS [AGENTS,...]]
 //! `SWITCHBOARD_BENCH_UNCACHED_CREDENTIALS=1` serves MCP without the credential cache, so one
-//! build measures what the cache is worth.
+//! build measures what the cache is worth. MCP is served with the push loops running, as
+//! `switchboard serve` runs them (a complete nudges the reopen sweep);
+//! `SWITCHBOARD_BENCH_NO_PUSH=1` leaves them out, to measure what they cost.
 
 #[path = "../../engine/examples/support/bench_endpoint.rs"]
 mod bench_endpoint;
@@ -19,10 +21,13 @@ mod fake_data;
 use bench_endpoint::BenchEndpoint;
 use bench_paths::{ClaimPath, seed_path};
 use engine::{PgStore, PoolSettings};
+use models::limits::REAPER_INTERVAL_DEFAULT;
 use models::store::prelude::*;
 use models::store::{ClaimNext, SystemClock};
 use serde_json::{Value, json};
 use server::app::router;
+use server::hook_sender::AddressPolicy;
+use server::push::{Hub, tasks};
 use server::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,9 +86,22 @@ async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Durati
     // the lease its keeper holds (issue #31 item 3).
     let cached = std::env::var_os("SWITCHBOARD_BENCH_UNCACHED_CREDENTIALS").is_none();
     let store = if through_mcp && cached { store.with_credential_cache("rp_bench") } else { store };
-    let (stop_keeper, keeper_stop) = tokio::sync::watch::channel(false);
-    let keeper = engine::pg_store::credential_cache::spawn_keeper(store.clone(), keeper_stop);
-    let base = if through_mcp { Some(serve_mcp(&store, &agent.slug).await) } else { None };
+    let (stop_background, background_stop) = tokio::sync::watch::channel(false);
+    let keeper = engine::pg_store::credential_cache::spawn_keeper(store.clone(), background_stop.clone());
+    let pushing = through_mcp && std::env::var_os("SWITCHBOARD_BENCH_NO_PUSH").is_none();
+    let hub = Arc::new(Hub::new("rp_bench"));
+    let pushers = if pushing {
+        tasks::spawn(
+            store.clone(),
+            hub.clone(),
+            REAPER_INTERVAL_DEFAULT,
+            AddressPolicy::PublicOnly,
+            background_stop.clone(),
+        )
+    } else {
+        Vec::new()
+    };
+    let base = if through_mcp { Some(serve_mcp(&store, hub, &agent.slug).await) } else { None };
     let deadline = Instant::now() + duration;
     let loops: Vec<_> =
         (0..agents).map(|_| tokio::spawn(agent_loop(store.clone(), agent.clone(), base.clone(), deadline))).collect();
@@ -91,8 +109,11 @@ async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Durati
     for one in loops {
         latencies.extend(one.await.expect("join"));
     }
-    let _ = stop_keeper.send(true);
+    let _ = stop_background.send(true);
     let _ = keeper.await;
+    for pusher in pushers {
+        let _ = pusher.await;
+    }
     store.pool().close().await;
     engine::testing::drop_database(&db).await;
     latencies.sort();
@@ -100,11 +121,12 @@ async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Durati
     (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
 }
 
-/// Serves the app on a free local port; returns the endpoint's MCP URL.
-async fn serve_mcp(store: &PgStore, slug: &str) -> String {
+/// Serves the app on a free local port, its verbs nudging the push loops through `hub`; returns
+/// the endpoint's MCP URL.
+async fn serve_mcp(store: &PgStore, hub: Arc<Hub>, slug: &str) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
-    let app = router(AppState::new(store.clone()));
+    let app = router(AppState { push: hub, ..AppState::new(store.clone()) });
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{address}/mcp/{slug}")
 }
