@@ -14,12 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// How often pushes are decided even without a nudge (work another replica added, or left
 /// undecided when it crashed).
 pub const DISPATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// How often due hook calls are looked for without a nudge (retries come due on their own).
 pub const HOOK_INTERVAL: Duration = Duration::from_secs(1);
+/// The least time from one pass of a loop to a pass a nudge asks for: a doorbell waits at most
+/// this much longer, and a loop runs at most 20 nudged passes a second however many verbs nudge
+/// it (`spawn_loop`).
+pub const NUDGED_PASS_GAP: Duration = Duration::from_millis(50);
 
 /// Sends the doorbells a pass decided to the streams this replica holds.
 pub fn deliver(hub: &Hub, report: &PushReport) {
@@ -64,6 +69,21 @@ enum Nudge {
     Hooks,
 }
 
+/// Waits for `nudge` on `hub`; never, for a loop that only ticks.
+async fn nudged(hub: &Hub, nudge: Nudge) {
+    match nudge {
+        Nudge::None => std::future::pending().await,
+        Nudge::Dispatch => hub.dispatch_now.notified().await,
+        Nudge::Reopen => hub.reopen_now.notified().await,
+        Nudge::Hooks => hub.hooks_now.notified().await,
+    }
+}
+
+/// Runs `pass` every `interval`, and when nudged, but a nudged pass no sooner than
+/// [`NUDGED_PASS_GAP`] after the previous pass began: every complete nudges the reopen sweep,
+/// and at a thousand completes a second a loop that answered each nudge at once would run its
+/// statements back to back, beside the claims it exists to serve. The nudges that arrive
+/// meanwhile are answered by the one pass that follows; a nudge during a pass, by the next.
 fn spawn_loop<F, Fut>(
     mut shutdown: watch::Receiver<bool>,
     interval: Duration,
@@ -76,23 +96,33 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     tokio::spawn(async move {
+        let mut last_pass_began: Option<Instant> = None;
         loop {
-            let nudged = async {
-                match nudge {
-                    Nudge::None => std::future::pending().await,
-                    Nudge::Dispatch => hub.dispatch_now.notified().await,
-                    Nudge::Reopen => hub.reopen_now.notified().await,
-                    Nudge::Hooks => hub.hooks_now.notified().await,
-                }
-            };
-            tokio::select! {
+            let due = tokio::select! {
                 biased;
-                _ = shutdown.changed() => {}
-                _ = nudged => pass().await,
-                _ = tokio::time::sleep(interval) => pass().await,
-            }
+                _ = shutdown.changed() => false,
+                _ = nudged(&hub, nudge) => {
+                    let since = last_pass_began.map(|began| began.elapsed()).unwrap_or(NUDGED_PASS_GAP);
+                    tokio::select! {
+                        biased;
+                        _ = shutdown.changed() => false,
+                        _ = tokio::time::sleep(NUDGED_PASS_GAP.saturating_sub(since)) => true,
+                    }
+                }
+                _ = tokio::time::sleep(interval) => true,
+            };
             if *shutdown.borrow() {
                 break;
+            }
+            if due {
+                // A nudge stored while this pass waited is answered by it: take it now.
+                tokio::select! {
+                    biased;
+                    _ = nudged(&hub, nudge) => {}
+                    _ = std::future::ready(()) => {}
+                }
+                last_pass_began = Some(Instant::now());
+                pass().await;
             }
         }
     })
@@ -199,5 +229,62 @@ pub fn deliver_announced(hub: &Hub, payload: &str) {
     let session = announcement.get("session_id").and_then(serde_json::Value::as_str);
     if let (Some(seq), Some(session), Some(message)) = (seq, session, announcement.get("message")) {
         hub.deliver(session, StreamEvent { seq, message: message.clone() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A reopen loop on a tick too long to matter, counting its passes.
+    fn counting_loop(hub: &Arc<Hub>, shutdown: watch::Receiver<bool>) -> (Arc<AtomicUsize>, JoinHandle<()>) {
+        let passes = Arc::new(AtomicUsize::new(0));
+        let counted = passes.clone();
+        let task = spawn_loop(shutdown, Duration::from_secs(3600), hub.clone(), Nudge::Reopen, move || {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        (passes, task)
+    }
+
+    // Five hundred completes in half a second nudge the reopen sweep five hundred times; it runs
+    // once at the first nudge and then once per gap, and the pass after the last nudge answers it.
+    #[tokio::test(start_paused = true)]
+    async fn nudges_faster_than_the_gap_are_answered_by_one_pass_per_gap() {
+        let hub = Arc::new(Hub::new("rp_test"));
+        let (stop, shutdown) = watch::channel(false);
+        let (passes, task) = counting_loop(&hub, shutdown);
+        for _ in 0..500 {
+            hub.capacity_changed();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let gaps_in_run = (Duration::from_millis(500).as_millis() / NUDGED_PASS_GAP.as_millis()) as usize;
+        let during = passes.load(Ordering::SeqCst);
+        assert!((gaps_in_run..=gaps_in_run + 1).contains(&during), "{during} passes for 500 nudges");
+        tokio::time::sleep(NUDGED_PASS_GAP * 4).await;
+        // Passes at 0, 50, ... 450 ms, and at 500 ms for the nudges after 450 ms: none more.
+        assert_eq!(passes.load(Ordering::SeqCst), gaps_in_run + 1, "the last nudges answered, once");
+        stop.send(true).expect("stop");
+        task.await.expect("the loop stops");
+    }
+
+    // A nudge after a quiet spell is answered at once: pacing delays only a nudge that follows a
+    // pass within the gap.
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_nudge_is_answered_at_once() {
+        let hub = Arc::new(Hub::new("rp_test"));
+        let (stop, shutdown) = watch::channel(false);
+        let (passes, task) = counting_loop(&hub, shutdown);
+        for expected in 1..=3 {
+            hub.capacity_changed();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            assert_eq!(passes.load(Ordering::SeqCst), expected, "answered within a millisecond");
+            tokio::time::sleep(NUDGED_PASS_GAP * 2).await;
+        }
+        stop.send(true).expect("stop");
+        task.await.expect("the loop stops");
     }
 }
