@@ -34,7 +34,8 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = shutdown.wait_for(|stop| *stop) => break,
+            // The borrow `wait_for` answers is dropped inside, so this future can be spawned.
+            _ = async { shutdown.wait_for(|stop| *stop).await.map(|_| ()) } => break,
         };
         let _ = stream.set_nodelay(true);
         let connection = http1::Builder::new()
