@@ -33,6 +33,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const AGENTS_DEFAULT: [usize; 3] = [1, 16, 64];
+/// `switchboard serve`'s default deadline for a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pending todos in the admitted queue: enough for the whole run.
 const ADMITTED_TODOS: i64 = 40_000;
 
@@ -101,7 +103,8 @@ async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Durati
     } else {
         Vec::new()
     };
-    let base = if through_mcp { Some(serve_mcp(&store, hub, &agent.slug).await) } else { None };
+    let base =
+        if through_mcp { Some(serve_mcp(&store, hub, &agent.slug, background_stop.clone()).await) } else { None };
     let deadline = Instant::now() + duration;
     let loops: Vec<_> =
         (0..agents).map(|_| tokio::spawn(agent_loop(store.clone(), agent.clone(), base.clone(), deadline))).collect();
@@ -121,13 +124,15 @@ async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Durati
     (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
 }
 
-/// Serves the app on a free local port, its verbs nudging the push loops through `hub`; returns
-/// the endpoint's MCP URL.
-async fn serve_mcp(store: &PgStore, hub: Arc<Hub>, slug: &str) -> String {
+/// Serves the app on a free local port through `switchboard serve`'s HTTP/1 loop (no delay on
+/// the socket, a header-read deadline) until `stop`, its verbs nudging the push loops through
+/// `hub`; returns the endpoint's MCP URL. Not behind `serve`'s load guard: its default of 100
+/// writes a second per credential would measure the guard, not the server.
+async fn serve_mcp(store: &PgStore, hub: Arc<Hub>, slug: &str, stop: tokio::sync::watch::Receiver<bool>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     let app = router(AppState { push: hub, ..AppState::new(store.clone()) });
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(server::http_server::serve(listener, app, HEADER_READ_TIMEOUT, stop));
     format!("http://{address}/mcp/{slug}")
 }
 
