@@ -102,7 +102,7 @@ async fn a_holder_inside_its_grant_is_answered_by_the_one_statement_alone() {
         }
     })
     .await;
-    // The held verbs' statements are the ones that test the grant as bound arrays (`HELD`).
+    // The held verbs' statements are the ones that test the grant as bound arrays (`HOLDS`).
     let verbs: Vec<&(String, serde_json::Value)> =
         logged.iter().filter(|(text, _)| text.contains("t.endpoint_id = ANY($4::text[])")).collect();
     assert_eq!(verbs.len(), 4 * 9, "one statement per verb: five heartbeats and four others per holder and kind");
