@@ -98,34 +98,35 @@ where
     tokio::spawn(async move {
         let mut last_pass_began: Option<Instant> = None;
         loop {
-            let due = tokio::select! {
+            tokio::select! {
                 biased;
-                _ = shutdown.changed() => false,
+                _ = stopping(&mut shutdown) => break,
                 _ = nudged(&hub, nudge) => {
                     let since = last_pass_began.map(|began| began.elapsed()).unwrap_or(NUDGED_PASS_GAP);
                     tokio::select! {
                         biased;
-                        _ = shutdown.changed() => false,
-                        _ = tokio::time::sleep(NUDGED_PASS_GAP.saturating_sub(since)) => true,
+                        _ = stopping(&mut shutdown) => break,
+                        _ = tokio::time::sleep(NUDGED_PASS_GAP.saturating_sub(since)) => {}
                     }
                 }
-                _ = tokio::time::sleep(interval) => true,
-            };
-            if *shutdown.borrow() {
-                break;
+                _ = tokio::time::sleep(interval) => {}
             }
-            if due {
-                // A nudge stored while this pass waited is answered by it: take it now.
-                tokio::select! {
-                    biased;
-                    _ = nudged(&hub, nudge) => {}
-                    _ = std::future::ready(()) => {}
-                }
-                last_pass_began = Some(Instant::now());
-                pass().await;
+            // A nudge stored while this pass waited is answered by it: take it now.
+            tokio::select! {
+                biased;
+                _ = nudged(&hub, nudge) => {}
+                _ = std::future::ready(()) => {}
             }
+            last_pass_began = Some(Instant::now());
+            pass().await;
         }
     })
+}
+
+/// Resolves once `shutdown` is true, or once its sender is gone: then no one is left to ask the
+/// loop to stop, and waiting for a change that cannot come would return at once, every time.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    let _gone = shutdown.wait_for(|stop| *stop).await;
 }
 
 async fn dispatch_once<S: Store>(store: S, hub: Arc<Hub>) {
@@ -269,6 +270,20 @@ mod tests {
         assert_eq!(passes.load(Ordering::SeqCst), gaps_in_run + 1, "the last nudges answered, once");
         stop.send(true).expect("stop");
         task.await.expect("the loop stops");
+    }
+
+    // A loop whose shutdown sender is dropped without a word stops: it used to find the channel
+    // closed at every turn and go round forever, never sleeping. On real time and two threads, so
+    // a spinning loop fails the deadline instead of holding paused time still.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_loop_whose_shutdown_sender_is_gone_stops() {
+        let hub = Arc::new(Hub::new("rp_test"));
+        let (stop, shutdown) = watch::channel(false);
+        let (passes, task) = counting_loop(&hub, shutdown);
+        drop(stop);
+        let stopped = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(stopped.is_ok(), "the loop still runs with its shutdown sender gone");
+        assert_eq!(passes.load(Ordering::SeqCst), 0, "no pass once the sender is gone");
     }
 
     // A nudge after a quiet spell is answered at once: pacing delays only a nudge that follows a
