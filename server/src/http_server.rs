@@ -6,6 +6,7 @@
 //! by hyper's HTTP/1 builder with a Tokio timer and `header_read_timeout` set. On shutdown it
 //! stops accepting and waits for the connections it serves to finish, as `axum::serve` does.
 
+use crate::serve::stopping;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -34,8 +35,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            // The borrow `wait_for` answers is dropped inside, so this future can be spawned.
-            _ = async { shutdown.wait_for(|stop| *stop).await.map(|_| ()) } => break,
+            _ = stopping(&mut shutdown) => break,
         };
         let _ = stream.set_nodelay(true);
         let connection = http1::Builder::new()

@@ -122,6 +122,14 @@ async fn stop_embedded(target: Target) {
     }
 }
 
+/// Resolves once `shutdown` (the signal `run` sends its loops) is true, or once its sender is
+/// gone: then no one is left to ask for a stop, and waiting for a change that cannot come would
+/// return at once, every time. The answer's borrow is dropped inside, so a future that awaits
+/// this can be spawned.
+pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))

@@ -8,6 +8,7 @@
 
 use super::{Hub, StreamEvent};
 use crate::hook_sender::{self, AddressPolicy};
+use crate::serve::stopping;
 use models::push::{HookCall, HookOutcome, PushReport, SESSION_REFRESH_SECONDS};
 use models::store::Store;
 use std::sync::Arc;
@@ -121,12 +122,6 @@ where
             pass().await;
         }
     })
-}
-
-/// Resolves once `shutdown` is true, or once its sender is gone: then no one is left to ask the
-/// loop to stop, and waiting for a change that cannot come would return at once, every time.
-async fn stopping(shutdown: &mut watch::Receiver<bool>) {
-    let _gone = shutdown.wait_for(|stop| *stop).await;
 }
 
 async fn dispatch_once<S: Store>(store: S, hub: Arc<Hub>) {
@@ -282,7 +277,7 @@ mod tests {
         let (passes, task) = counting_loop(&hub, shutdown);
         drop(stop);
         let stopped = tokio::time::timeout(Duration::from_secs(5), task).await;
-        assert!(stopped.is_ok(), "the loop still runs with its shutdown sender gone");
+        stopped.expect("the loop still runs with its shutdown sender gone").expect("the loop ends without a panic");
         assert_eq!(passes.load(Ordering::SeqCst), 0, "no pass once the sender is gone");
     }
 
