@@ -1,0 +1,1 @@
+\ir h_load.sql
