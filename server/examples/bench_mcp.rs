@@ -35,6 +35,11 @@ use server::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The allocator `switchboard` runs on (`server/src/main.rs`), so the server measured is the one
+/// shipped.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const AGENTS_DEFAULT: [usize; 3] = [1, 16, 64];
 /// `switchboard serve`'s default deadline for a request's headers.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);

@@ -14,6 +14,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Every request allocates on each hop it crosses (hyper, axum, the JSON layer, sqlx's rows).
+/// Under glibc's malloc, allocating and freeing were about a fifth of the runtime threads' CPU in
+/// `bench_mcp` through MCP, on cores shared with PostgreSQL; mimalloc serves them faster
+/// (`docs/benchmarks.md`, "The server on mimalloc").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "switchboard",
