@@ -177,7 +177,7 @@ async fn agent_loop(store: PgStore, agent: BenchEndpoint, base: Option<String>, 
     while Instant::now() < deadline {
         let started = Instant::now();
         let id = if let Some(client) = &client {
-            let claimed: Claimed = client.call(CLAIM_NEXT.to_string()).await;
+            let claimed: Claimed = client.call(CLAIM_NEXT).await;
             latencies.push(started.elapsed());
             claimed.todo.id
         } else {
@@ -229,7 +229,7 @@ impl McpClient {
 
     /// Sends one `tools/call` request; panics unless the tool answered without `isError`.
     /// Returns the result's `structuredContent`.
-    async fn call<T: DeserializeOwned>(&self, body: String) -> T {
+    async fn call<T: DeserializeOwned>(&self, body: impl Into<reqwest::Body>) -> T {
         let answer = self
             .http
             .post(self.url.clone())
