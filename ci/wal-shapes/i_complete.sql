@@ -1,5 +1,5 @@
 -- I complete: the live row deleted under the holder test, the todo row updated with the outcome
--- (HOT: no index of todos reads what changes). The run script puts h's claim before it.
+-- (HOT when its page has room: no index of todos reads what changes). The run script puts h's claim before it.
 WITH gone AS (
   DELETE FROM todo_live l
   WHERE l.todo_id = :cid AND l.lease_expires_at IS NOT NULL AND l.owner = 'endpoint/ep_0123456789abcdef0123456789abcdef'
