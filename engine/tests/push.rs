@@ -323,3 +323,43 @@ async fn req8_the_queues_an_empty_claim_next_lists_are_watched_and_ring_when_rai
     let reopened = world.store.reopen_sweep().await.expect("sweep");
     assert_eq!((reopened.rings.len(), reopened.reopens), (2, 2));
 }
+
+// SPEC-0030 REQ-8: the reopen sweep looks at every watched identity, not only the oldest batch.
+// A hundred queues stay deferred for the day, watched first; one watched after them reopens
+// when its budget is raised, and the next pass rings it. (A sweep that read only the oldest
+// `PUSH_BATCH_MAX` watches would never look at it while the hundred stay deferred.)
+#[tokio::test]
+async fn req8_a_reopening_behind_a_full_batch_of_deferred_watches_still_rings() {
+    let world = World::new().await;
+    let owner = world.human("crowded").await;
+    let names: Vec<String> = (0..=models::push::PUSH_BATCH_MAX).map(|i| format!("q{i:03}")).collect();
+    let granted: Vec<&str> = names.iter().map(String::as_str).collect();
+    let endpoint = endpoint_of(&world.agent(&owner, &granted).await);
+    attached(&world, &endpoint, "r1").await;
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    let identities: Vec<QueueIdentity> = names.iter().map(|name| QueueIdentity::endpoint(&endpoint, name)).collect();
+    let (crowd, last) = identities.split_at(identities.len() - 1);
+    for identity in crowd {
+        world.store.set_policy(identity, &daily_utc(0), &actor).await.expect("paused");
+        world.push(identity, "waits for tomorrow").await;
+    }
+    world.store.dispatch_pushes().await.expect("dispatch the crowd");
+    // Watched a second after the crowd, so it is the last watch by age.
+    world.clock.advance(Duration::seconds(1));
+    world.store.set_policy(&last[0], &daily_utc(0), &actor).await.expect("paused");
+    world.push(&last[0], "waits for its raise").await;
+    let withheld = world.store.dispatch_pushes().await.expect("dispatch the last");
+    assert_eq!(withheld.withheld_deferred, 1);
+    let watched: i64 = sqlx::query_scalar("SELECT count(*) FROM admission_reopen_watch")
+        .fetch_one(world.store.pool())
+        .await
+        .expect("count the watches");
+    assert_eq!(watched, models::push::PUSH_BATCH_MAX + 1, "every deferred queue is watched");
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "all deferred");
+
+    world.store.set_policy(&last[0], &daily_utc(5), &actor).await.expect("raise");
+    let reopened = world.store.reopen_sweep().await.expect("sweep");
+    assert_eq!((reopened.rings.len(), reopened.reopens), (1, 1), "the raised queue rings");
+    assert_eq!(reopened.rings[0].queue.as_deref(), Some(last[0].queue.as_str()));
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "once");
+}

@@ -274,14 +274,14 @@ impl ModelStore {
             .collect()
     }
 
-    /// REQ-8's reopen sweep: each watched identity (oldest watch first, a batch) that admits
-    /// claims again is unwatched and rung once per endpoint and queue.
+    /// REQ-8's reopen sweep: each watched identity (oldest watch first, all of them, as
+    /// `PgStore` takes them batch after batch) that admits claims again is unwatched and rung
+    /// once per endpoint and queue.
     pub(super) fn reopen_sweep_tx(&self) -> Result<PushReport> {
         let mut state = self.lock();
         let mut watched: Vec<(DateTime<Utc>, QueueIdentity)> =
             state.push.watch.iter().map(|(identity, since)| (*since, identity.clone())).collect();
         watched.sort();
-        watched.truncate(push::PUSH_BATCH_MAX as usize);
         let deferred = self.deferred_among(&state, watched.iter().map(|(_, identity)| identity));
         let now = self.clock.now();
         let mut report = PushReport::default();

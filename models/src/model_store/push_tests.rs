@@ -128,6 +128,34 @@ fn req8_reopen_rings_once_per_endpoint_and_queue_after_the_boundary_and_never_wh
     assert_eq!(world.rings(RingReason::Reopen), 1);
 }
 
+// SPEC-0030 REQ-8: the reopen sweep looks at every watched identity, not only the oldest batch:
+// a hundred queues paused for the day, watched first, do not hide the one watched after them
+// that reopens (the PostgreSQL store's test of the same is in `engine/tests/push.rs`).
+#[test]
+fn req8_a_reopening_behind_a_full_batch_of_deferred_watches_still_rings() {
+    let names: Vec<String> = (0..=push::PUSH_BATCH_MAX).map(|i| format!("q{i:03}")).collect();
+    let queues: Vec<&str> = names.iter().map(String::as_str).collect();
+    let world = World::new(&queues);
+    world.stream("r0");
+    let paused = json!({"max_claims_per_window": 0, "window": {"period": "day", "tz": "UTC", "start": "00:00"}});
+    for name in &queues {
+        world.set_policy(name, paused.clone());
+        world.push(name, "waits", None);
+        world.dispatch();
+    }
+    assert_eq!(world.store.push_journal().watches.len() as i64, push::PUSH_BATCH_MAX + 1);
+    assert!(world.reopen().is_empty(), "all deferred");
+    let last = queues[queues.len() - 1];
+    world.set_policy(
+        last,
+        json!({"max_claims_per_window": 5, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
+    );
+    let reopened = world.reopen();
+    assert_eq!((reopened.reopens, reopened.rings.len()), (1, 1), "the raised queue rings");
+    assert_eq!(reopened.rings[0].queue.as_deref(), Some(last));
+    assert!(world.reopen().is_empty(), "once");
+}
+
 #[test]
 fn req8_clocked_out_endpoint_is_not_rung_and_clocking_in_rings_one_digest() {
     let world = World::new(&["inbox"]);

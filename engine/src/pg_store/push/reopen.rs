@@ -13,6 +13,9 @@ use models::presence::Presence;
 use models::push::{self, PushReport, RingReason};
 use sqlx::{PgConnection, Postgres, Transaction};
 
+/// A watch as the sweep reads it: since, owner kind, owner id, queue (its order and its key).
+type WatchRow = (DateTime<Utc>, String, String, String);
+
 impl PgStore {
     /// The reopen watch of `identity`, when it has pending work to ring for (`ON CONFLICT DO
     /// NOTHING`: watched once). Issue #28: the store records it whenever an identity becomes
@@ -73,23 +76,49 @@ impl PgStore {
         }
     }
 
-    /// REQ-8's reopen sweep. A watched identity is taken with `SKIP LOCKED`, so one replica
-    /// decides it; it is rung and unwatched only once it admits claims (or has no policy).
+    /// REQ-8's reopen sweep over every watched identity, oldest watch first, one transaction per
+    /// batch of `PUSH_BATCH_MAX`. A watched row is taken with `SKIP LOCKED`, so one replica
+    /// decides it; it is rung and unwatched only once it admits claims (or has no policy). Each
+    /// batch starts after the last row of the one before, so identities that stay deferred (a
+    /// budget spent for the day) never keep the sweep from looking at those watched after them.
     pub(crate) async fn reopen_sweep_tx(&self) -> Result<PushReport> {
-        Ok(self.counted(push_pass!(self, |tx| self.reopen_in(tx))?))
+        let mut report = PushReport::default();
+        let mut after = None;
+        loop {
+            let (batch, last) = push_pass!(self, |tx| self.reopen_in(tx, after.as_ref()))?;
+            report.absorb(batch);
+            match last {
+                Some(last) => after = Some(last),
+                None => break,
+            }
+        }
+        Ok(self.counted(report))
     }
 
-    async fn reopen_in(&self, tx: &mut Transaction<'static, Postgres>) -> Result<PushReport> {
-        let watched: Vec<(String, String, String)> = sqlx::query_as(
-            "SELECT owner_kind, owner_id, queue FROM admission_reopen_watch ORDER BY since LIMIT $1 FOR UPDATE SKIP LOCKED",
+    /// One batch of the sweep, the watches after `after` in (since, key) order; with the last
+    /// watch taken when the batch was full (there may be more).
+    async fn reopen_in(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        after: Option<&WatchRow>,
+    ) -> Result<(PushReport, Option<WatchRow>)> {
+        let watched: Vec<WatchRow> = sqlx::query_as(
+            "SELECT since, owner_kind, owner_id, queue FROM admission_reopen_watch \
+             WHERE $1::timestamptz IS NULL OR (since, owner_kind, owner_id, queue) > ($1, $2, $3, $4) \
+             ORDER BY since, owner_kind, owner_id, queue LIMIT $5 FOR UPDATE SKIP LOCKED",
         )
+        .bind(after.map(|row| row.0))
+        .bind(after.map(|row| row.1.as_str()))
+        .bind(after.map(|row| row.2.as_str()))
+        .bind(after.map(|row| row.3.as_str()))
         .bind(push::PUSH_BATCH_MAX)
         .fetch_all(&mut **tx)
         .await
         .map_err(db_error)?;
+        let full = watched.len() as i64 == push::PUSH_BATCH_MAX;
         let identities: Vec<QueueIdentity> = watched
-            .into_iter()
-            .map(|(kind, owner, queue)| match kind.as_str() {
+            .iter()
+            .map(|(_, kind, owner, queue)| match kind.as_str() {
                 "team" => QueueIdentity::team(owner, queue),
                 _ => QueueIdentity::endpoint(owner, queue),
             })
@@ -108,7 +137,7 @@ impl PgStore {
                 .map_err(db_error)?;
             report.absorb(self.reopen_identity(tx, identity, now).await?);
         }
-        Ok(report)
+        Ok((report, if full { watched.into_iter().last() } else { None }))
     }
 
     /// One doorbell per endpoint (in presence) that drains the identity, naming its oldest
