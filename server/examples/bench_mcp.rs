@@ -78,12 +78,13 @@ async fn main() {
                 let mut rates = [0.0; 2];
                 let order = if round % 2 == 0 { [false, true] } else { [true, false] };
                 for through_mcp in order {
-                    let (claims, p50, p99) = run(path, agents, through_mcp, Duration::from_secs(seconds)).await;
+                    let (claims, p50, p99, groups) = run(path, agents, through_mcp, Duration::from_secs(seconds)).await;
                     rates[usize::from(through_mcp)] = claims;
                     println!(
-                        "agents={agents:<3} {:<15} {:<7} {claims:>7.0} claims/s   claim p50 {p50:>7.2} ms   p99 {p99:>7.2} ms",
+                        "agents={agents:<3} {:<15} {:<7} {claims:>7.0} claims/s   claim p50 {p50:>7.2} ms   p99 {p99:>7.2} ms{}",
                         label(path),
                         if through_mcp { "MCP" } else { "engine" },
+                        groups.map_or(String::new(), |mean| format!("   groups of {mean:.1}")),
                     );
                 }
                 round_ratios.push(rates[1] / rates[0]);
@@ -107,7 +108,9 @@ fn summary(label: &str, mut ratios: Vec<f64>) -> String {
     }
 }
 
-async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Duration) -> (f64, f64, f64) {
+/// One run: claims/s, the claim's p50 and p99 in ms, and for the budgeted paths the mean number
+/// of claimers a group transaction took (fewer per group means more commits per claim).
+async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Duration) -> (f64, f64, f64, Option<f64>) {
     let db = engine::testing::fresh_database().await;
     let settings = PoolSettings {
         connections_max: agents as u32 + 8,
@@ -149,11 +152,13 @@ async fn run(path: ClaimPath, agents: usize, through_mcp: bool, duration: Durati
     for pusher in pushers {
         let _ = pusher.await;
     }
+    let counted = store.counters().snapshot();
+    let groups = (counted.claim_groups > 0).then(|| counted.claim_group_claimers as f64 / counted.claim_groups as f64);
     store.pool().close().await;
     engine::testing::drop_database(&db).await;
     latencies.sort();
     let quantile = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
-    (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99))
+    (latencies.len() as f64 / duration.as_secs_f64(), quantile(0.5), quantile(0.99), groups)
 }
 
 /// Serves the app on a free local port through `switchboard serve`'s HTTP/1 loop (no delay on
