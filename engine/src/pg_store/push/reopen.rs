@@ -16,6 +16,13 @@ use sqlx::{PgConnection, Postgres, Transaction};
 /// A watch as the sweep reads it: since, owner kind, owner id, queue (its order and its key).
 type WatchRow = (DateTime<Utc>, String, String, String);
 
+fn watched_identity((_, kind, owner, queue): &WatchRow) -> QueueIdentity {
+    match kind.as_str() {
+        "team" => QueueIdentity::team(owner, queue),
+        _ => QueueIdentity::endpoint(owner, queue),
+    }
+}
+
 impl PgStore {
     /// The reopen watch of `identity`, when it has pending work to ring for (`ON CONFLICT DO
     /// NOTHING`: watched once). Issue #28: the store records it whenever an identity becomes
@@ -76,53 +83,68 @@ impl PgStore {
         }
     }
 
-    /// REQ-8's reopen sweep over every watched identity, oldest watch first, one transaction per
-    /// batch of `PUSH_BATCH_MAX`. A watched row is taken with `SKIP LOCKED`, so one replica
-    /// decides it; it is rung and unwatched only once it admits claims (or has no policy). Each
-    /// batch starts after the last row of the one before, so identities that stay deferred (a
-    /// budget spent for the day) never keep the sweep from looking at those watched after them.
+    /// REQ-8's reopen sweep over every watched identity, oldest watch first, a batch of
+    /// `PUSH_BATCH_MAX` at a time, each batch starting after the last watch of the one before, so
+    /// identities that stay deferred (a budget spent for the day) never keep the sweep from
+    /// looking at those watched after them.
+    ///
+    /// A batch is read without locks, and its statuses with it; only the identities that admit
+    /// claims are then taken, with `SKIP LOCKED` so one replica decides each, and read again
+    /// under that lock before they are rung and unwatched. Most watches stay deferred pass after
+    /// pass, and locking each of them wrote a WAL record per watch on every pass.
     pub(crate) async fn reopen_sweep_tx(&self) -> Result<PushReport> {
         let mut report = PushReport::default();
-        let mut after = None;
+        let mut after: Option<WatchRow> = None;
         loop {
-            let (batch, last) = push_pass!(self, |tx| self.reopen_in(tx, after.as_ref()))?;
-            report.absorb(batch);
-            match last {
-                Some(last) => after = Some(last),
-                None => break,
+            let watched: Vec<WatchRow> = sqlx::query_as(
+                "SELECT since, owner_kind, owner_id, queue FROM admission_reopen_watch \
+                 WHERE $1::timestamptz IS NULL OR (since, owner_kind, owner_id, queue) > ($1, $2, $3, $4) \
+                 ORDER BY since, owner_kind, owner_id, queue LIMIT $5",
+            )
+            .bind(after.as_ref().map(|row| row.0))
+            .bind(after.as_ref().map(|row| row.1.as_str()))
+            .bind(after.as_ref().map(|row| row.2.as_str()))
+            .bind(after.as_ref().map(|row| row.3.as_str()))
+            .bind(push::PUSH_BATCH_MAX)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+            let identities: Vec<QueueIdentity> = watched.iter().map(watched_identity).collect();
+            let deferred = self.deferred_among(identities.iter()).await?;
+            let admitting: Vec<QueueIdentity> = identities.into_iter().filter(|i| !deferred.contains(i)).collect();
+            if !admitting.is_empty() {
+                report.absorb(push_pass!(self, |tx| self.reopen_in(tx, &admitting))?);
             }
+            if (watched.len() as i64) < push::PUSH_BATCH_MAX {
+                break;
+            }
+            after = watched.into_iter().last();
         }
         Ok(self.counted(report))
     }
 
-    /// One batch of the sweep, the watches after `after` in (since, key) order; with the last
-    /// watch taken when the batch was full (there may be more).
+    /// Takes the watches of `admitting` that no other replica holds, reads their statuses again
+    /// under that lock, and rings and unwatches those that still admit claims.
     async fn reopen_in(
         &self,
         tx: &mut Transaction<'static, Postgres>,
-        after: Option<&WatchRow>,
-    ) -> Result<(PushReport, Option<WatchRow>)> {
-        let watched: Vec<WatchRow> = sqlx::query_as(
-            "SELECT since, owner_kind, owner_id, queue FROM admission_reopen_watch \
-             WHERE $1::timestamptz IS NULL OR (since, owner_kind, owner_id, queue) > ($1, $2, $3, $4) \
-             ORDER BY since, owner_kind, owner_id, queue LIMIT $5 FOR UPDATE SKIP LOCKED",
+        admitting: &[QueueIdentity],
+    ) -> Result<PushReport> {
+        let (kinds, owners): (Vec<&str>, Vec<&str>) = admitting.iter().map(watch_key).unzip();
+        let queues: Vec<&str> = admitting.iter().map(|identity| identity.queue.as_str()).collect();
+        let taken: Vec<WatchRow> = sqlx::query_as(
+            "SELECT w.since, w.owner_kind, w.owner_id, w.queue FROM admission_reopen_watch w \
+             JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (kind, owner, queue) \
+               ON w.owner_kind = k.kind AND w.owner_id = k.owner AND w.queue = k.queue \
+             ORDER BY w.since, w.owner_kind, w.owner_id, w.queue FOR UPDATE OF w SKIP LOCKED",
         )
-        .bind(after.map(|row| row.0))
-        .bind(after.map(|row| row.1.as_str()))
-        .bind(after.map(|row| row.2.as_str()))
-        .bind(after.map(|row| row.3.as_str()))
-        .bind(push::PUSH_BATCH_MAX)
+        .bind(&kinds)
+        .bind(&owners)
+        .bind(&queues)
         .fetch_all(&mut **tx)
         .await
         .map_err(db_error)?;
-        let full = watched.len() as i64 == push::PUSH_BATCH_MAX;
-        let identities: Vec<QueueIdentity> = watched
-            .iter()
-            .map(|(_, kind, owner, queue)| match kind.as_str() {
-                "team" => QueueIdentity::team(owner, queue),
-                _ => QueueIdentity::endpoint(owner, queue),
-            })
-            .collect();
+        let identities: Vec<QueueIdentity> = taken.iter().map(watched_identity).collect();
         let deferred = self.deferred_among(identities.iter()).await?;
         let now = self.push_now(tx).await?;
         let mut report = PushReport::default();
@@ -137,7 +159,7 @@ impl PgStore {
                 .map_err(db_error)?;
             report.absorb(self.reopen_identity(tx, identity, now).await?);
         }
-        Ok((report, if full { watched.into_iter().last() } else { None }))
+        Ok(report)
     }
 
     /// One doorbell per endpoint (in presence) that drains the identity, naming its oldest
