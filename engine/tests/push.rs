@@ -363,3 +363,30 @@ async fn req8_a_reopening_behind_a_full_batch_of_deferred_watches_still_rings() 
     assert_eq!(reopened.rings[0].queue.as_deref(), Some(last[0].queue.as_str()));
     assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "once");
 }
+
+// SPEC-0030 REQ-8: the heartbeat weighs the longest-unrung todos of queues that admit claims.
+// A backlog of `HEARTBEAT_CANDIDATES_MAX` todos older than any other, in a queue paused for the
+// day, does not keep it from re-ringing another queue's waiting todo on schedule. (A pass that
+// read the oldest candidates first and dropped the deferred ones after would find nothing else.)
+#[tokio::test]
+async fn req8_a_deferred_backlog_does_not_keep_the_heartbeat_from_other_queues() {
+    let world = World::new().await;
+    let owner = world.human("backlog").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["backlog", "free"]).await);
+    let session = attached(&world, &endpoint, "r1").await;
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    let backlog = QueueIdentity::endpoint(&endpoint, "backlog");
+    world.store.set_policy(&backlog, &daily_utc(0), &actor).await.expect("paused");
+    support::push_n(&world, &backlog, models::push::HEARTBEAT_CANDIDATES_MAX as usize).await;
+    world.clock.advance(Duration::seconds(1));
+    let free = world.push(&QueueIdentity::endpoint(&endpoint, "free"), "rings on schedule").await;
+    let created = world.store.dispatch_pushes().await.expect("dispatch");
+    assert_eq!(created.rings.len(), 1, "only the free queue's todo rings on creation");
+
+    world.clock.advance(Duration::minutes(5));
+    world.store.refresh_sessions("r1", std::slice::from_ref(&session)).await.expect("refresh");
+    let swept = world.store.heartbeat_sweep().await.expect("sweep");
+    assert_eq!(swept.rings.len(), 1, "the free queue's todo is re-rung: {:?}", swept.rings);
+    assert_eq!(swept.rings[0].todo_id.as_deref(), Some(free.id.as_str()));
+    assert_eq!(swept.rings[0].reason, RingReason::Heartbeat);
+}

@@ -18,6 +18,8 @@ pub const DOORBELL_METHOD: &str = "notifications/claude/channel";
 pub const RINGS_PER_TODO_MAX: i32 = 5;
 /// Todos the heartbeat sweep re-rings in one pass, round-robin across endpoints.
 pub const HEARTBEAT_TODOS_PER_SWEEP_MAX: usize = 3;
+/// Heartbeat candidates a pass weighs: the longest unrung pending todos of queues that admit.
+pub const HEARTBEAT_CANDIDATES_MAX: i64 = 200;
 /// Push decisions taken in one transaction; a pass repeats until a batch comes back short.
 pub const PUSH_BATCH_MAX: i64 = 100;
 /// A session whose replica has not refreshed it for this long is treated as gone.

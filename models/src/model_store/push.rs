@@ -28,8 +28,8 @@ use crate::todo::{Todo, TodoState};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
-/// Heartbeat candidates read per pass (`LIMIT 200` in `PgStore`).
-const HEARTBEAT_CANDIDATES_MAX: usize = 200;
+/// A pending todo the heartbeat weighs: when it was last rung (or created), it, its rings.
+type HeartbeatCandidate<'a> = (DateTime<Utc>, &'a Todo, i32);
 
 /// A digest's content: pending todos, the queues they wait in, and why it rang.
 pub(super) type Digest = (i64, Vec<String>, DigestReason);
@@ -301,7 +301,7 @@ impl ModelStore {
         let now = self.clock.now();
         // Asked once per queue identity, not once per todo: the answer depends on the identity.
         let mut streamed: BTreeMap<&QueueIdentity, bool> = BTreeMap::new();
-        let mut candidates: Vec<(DateTime<Utc>, &Todo, i32)> = state
+        let mut candidates: Vec<HeartbeatCandidate> = state
             .todos
             .values()
             .filter(|t| {
@@ -315,21 +315,34 @@ impl ModelStore {
             .filter(|(_, _, rings)| *rings < push::RINGS_PER_TODO_MAX)
             .collect();
         candidates.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
-        let due: Vec<&Todo> = candidates
-            .into_iter()
-            .take(HEARTBEAT_CANDIDATES_MAX)
-            .filter(|(last, _, rings)| push::heartbeat_due_at(*rings, *last).is_some_and(|at| at <= now))
-            .map(|(_, todo, _)| todo)
-            .collect();
-        let deferred = self.deferred_among(&state, due.iter().map(|t| &t.identity));
-        let eligible: Vec<&Todo> = due.into_iter().filter(|t| !deferred.contains(&t.identity)).collect();
+        // The longest unrung todos of identities that admit claims, as `PgStore` reads them: a
+        // batch that meets deferred identities is taken again without them.
+        let mut excluded: Vec<QueueIdentity> = Vec::new();
+        let mut watched: Vec<QueueIdentity> = Vec::new();
+        let eligible: Vec<&Todo> = loop {
+            let (due, not_yet_due): (Vec<&HeartbeatCandidate>, Vec<_>) = candidates
+                .iter()
+                .filter(|(_, todo, _)| !excluded.contains(&todo.identity))
+                .take(push::HEARTBEAT_CANDIDATES_MAX as usize)
+                .partition(|(last, _, rings)| push::heartbeat_due_at(*rings, *last).is_some_and(|at| at <= now));
+            let due: Vec<&Todo> = due.into_iter().map(|entry| entry.1).collect();
+            let deferred = self.deferred_among(
+                &state,
+                due.iter().map(|t| &t.identity).chain(not_yet_due.iter().map(|entry| &entry.1.identity)),
+            );
+            if deferred.is_empty() {
+                break due;
+            }
+            watched.extend(deferred.iter().filter(|identity| due.iter().any(|t| &t.identity == *identity)).cloned());
+            excluded.extend(deferred);
+        };
         // Only the todos it rings are copied out: most due todos wait in deferred queues.
         let chosen: Vec<Todo> =
             push::round_robin(eligible, |t| t.identity.owner.clone(), push::HEARTBEAT_TODOS_PER_SWEEP_MAX)
                 .into_iter()
                 .cloned()
                 .collect();
-        for identity in deferred.iter().filter(|_| !mutants::hooks::watch_on_refusal_only()) {
+        for identity in watched.iter().filter(|_| !mutants::hooks::watch_on_refusal_only()) {
             state.watch_if_waiting(identity, now);
         }
         let mut report = PushReport::default();

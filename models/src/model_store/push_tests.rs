@@ -156,6 +156,30 @@ fn req8_a_reopening_behind_a_full_batch_of_deferred_watches_still_rings() {
     assert!(world.reopen().is_empty(), "once");
 }
 
+// SPEC-0030 REQ-8: the heartbeat weighs the longest-unrung todos of queues that admit claims; a
+// backlog older than any other in a queue paused for the day does not hide another queue's todo
+// (the PostgreSQL store's test of the same is in `engine/tests/push.rs`).
+#[test]
+fn req8_a_deferred_backlog_does_not_keep_the_heartbeat_from_other_queues() {
+    let world = World::new(&["backlog", "free"]);
+    let session = world.stream("r0");
+    world.set_policy(
+        "backlog",
+        json!({"max_claims_per_window": 0, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
+    );
+    for index in 0..push::HEARTBEAT_CANDIDATES_MAX {
+        world.push("backlog", &format!("waits {index}"), None);
+    }
+    let free = world.push("free", "rings on schedule", None).todo;
+    assert_eq!(world.dispatch().rings.len(), 1, "only the free queue's todo rings on creation");
+    world.clock.advance(Duration::minutes(5));
+    assert!(run(world.store.refresh_sessions("r0", &[session])).expect("refresh").is_empty());
+    let swept = run(world.store.heartbeat_sweep()).expect("heartbeat");
+    assert_eq!(swept.rings.len(), 1, "the free queue's todo is re-rung: {:?}", swept.rings);
+    assert_eq!(swept.rings[0].todo_id.as_deref(), Some(free.id.as_str()));
+    assert_eq!(swept.rings[0].reason, RingReason::Heartbeat);
+}
+
 #[test]
 fn req8_clocked_out_endpoint_is_not_rung_and_clocking_in_rings_one_digest() {
     let world = World::new(&["inbox"]);
