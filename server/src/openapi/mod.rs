@@ -44,7 +44,12 @@ const TODO_ACTIONS: [(&str, SchemaFn); 5] = [
 const AUTH_ERRORS: [(u16, &str); 3] = [
     (401, "unauthenticated: no or wrong bearer"),
     (429, "rate_limited: the credential's request rate or concurrency is over its limit (Retry-After)"),
-    (503, "unavailable: the server is at its request limit or the database did not answer in time"),
+    (
+        503,
+        "unavailable: the server is at its request limit or the database did not answer in time; on a change to \
+         what a credential may do, not every replica confirmed it within 8 s (the change is saved, and repeating \
+         the call is harmless)",
+    ),
 ];
 
 /// An id the server made: `<prefix>_` and 32 hex digits.

@@ -3,7 +3,8 @@
 //! its answer feeds (OpenAPI `links`, which a stateful client follows).
 //!
 //! Answers every route shares are added by the document builder, not repeated here: 401, 429 and
-//! 503 on every authenticated route (credential, rate and load limits run before any handler), 400
+//! 503 on every authenticated route (credential, rate and load limits run before any handler; a
+//! change to what a credential may do also answers 503 when its replicas do not confirm it), 400
 //! and 413 on every route with a body (the body must be a JSON object within the size cap), and
 //! 400 and 404 on every route with a path parameter (a parameter that names nothing is 404; one
 //! that cannot be stored, a NUL character, is 400).
