@@ -97,8 +97,8 @@ impl PgStore {
                            WHERE g.queue = t.queue AND (g.endpoint_id = t.endpoint_id OR g.team_id = t.team_id) \
                              AND s.stream_replica IS NOT NULL AND s.last_seen_at > $2) \
                AND NOT EXISTS (SELECT 1 FROM unnest($4::text[], $5::text[], $6::text[]) AS x (kind, owner, queue) \
-                               WHERE x.queue = t.queue \
-                                 AND x.owner = CASE WHEN x.kind = 'team' THEN t.team_id ELSE t.endpoint_id END) \
+                               WHERE (x.kind, x.owner, x.queue) = (CASE WHEN t.team_id IS NULL THEN 'endpoint' ELSE 'team' END, \
+                                                                  coalesce(t.team_id, t.endpoint_id), t.queue)) \
              ORDER BY coalesce(r.last_ringed_at, t.created_at), t.id LIMIT $3"
         ))
         .bind(push::RINGS_PER_TODO_MAX)
