@@ -16,6 +16,7 @@ use crate::wire_types::{
 use models::scope::AgentScope;
 use models::verbs::Verb;
 use schemars::generate::SchemaSettings;
+use schemars::transform::{RecursiveTransform, ReplaceBoolSchemas};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -67,14 +68,53 @@ pub(super) fn tool_catalog() -> &'static [Entry] {
 }
 
 /// The schemas' generator: JSON Schema 2020-12 with every subschema inlined, so a tool's schema
-/// stands alone (no `$ref` for a client to resolve).
+/// stands alone (no `$ref` for a client to resolve), and every boolean schema written as the
+/// object it means (`true` as `{}`, `false` as `{"not": {}}`). A boolean schema is valid JSON
+/// Schema, but the official TypeScript SDK refuses a whole tool list that holds one (issue #50):
+/// an "any JSON value" field such as `complete.result` generates `true`.
 fn generator() -> SchemaGenerator {
+    let mut no_booleans = ReplaceBoolSchemas::default();
+    no_booleans.skip_additional_properties = false;
     SchemaSettings::draft2020_12()
         .with(|settings| {
             settings.inline_subschemas = true;
             settings.meta_schema = None;
         })
+        .with_transform(no_booleans)
+        .with_transform(RecursiveTransform(drop_unknown_format))
         .into_generator()
+}
+
+/// The `format` values JSON Schema 2020-12 defines. schemars also writes formats of its own
+/// (`uint64`, `int32`, `double`, ...) that a client's validator does not know and warns about
+/// on every tool list (Ajv in the TypeScript SDK does); the range they imply is already in
+/// `minimum` / `maximum`.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+fn drop_unknown_format(schema: &mut Schema) {
+    if schema.get("format").and_then(Value::as_str).is_some_and(|format| !STANDARD_FORMATS.contains(&format)) {
+        schema.remove("format");
+    }
 }
 
 /// One catalog entry: `A` is the tool's arguments as `tools::call_tool` reads them, `R` its
@@ -234,6 +274,95 @@ mod tests {
             Value::Array(items) => items.iter().for_each(|item| patterns(item, found)),
             _ => {}
         }
+    }
+
+    /// The keywords whose value is a subschema, a list of them, or a map of them (JSON Schema
+    /// 2020-12's applicators and `contentSchema`).
+    const ONE_SCHEMA: [&str; 10] = [
+        "additionalProperties",
+        "items",
+        "contains",
+        "not",
+        "if",
+        "then",
+        "else",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    ];
+    const SCHEMA_LISTS: [&str; 4] = ["allOf", "anyOf", "oneOf", "prefixItems"];
+    const SCHEMA_MAPS: [&str; 4] = ["properties", "patternProperties", "$defs", "dependentSchemas"];
+
+    /// The JSON paths of every boolean schema under `schema` (itself included).
+    fn boolean_schemas(schema: &Value, path: String, found: &mut Vec<String>) {
+        let Value::Object(map) = schema else {
+            if schema.is_boolean() {
+                found.push(path);
+            }
+            return;
+        };
+        for (key, member) in map {
+            let here = format!("{path}/{key}");
+            match (key.as_str(), member) {
+                (key, _) if ONE_SCHEMA.contains(&key) || key == "contentSchema" => boolean_schemas(member, here, found),
+                (key, Value::Array(items)) if SCHEMA_LISTS.contains(&key) => {
+                    for (i, item) in items.iter().enumerate() {
+                        boolean_schemas(item, format!("{here}/{i}"), found);
+                    }
+                }
+                (key, Value::Object(members)) if SCHEMA_MAPS.contains(&key) => {
+                    for (name, item) in members {
+                        boolean_schemas(item, format!("{here}/{name}"), found);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // Issue #50: the official TypeScript SDK refuses a tool list whose schemas hold a boolean
+    // schema anywhere, so no field, today's or a future one, may generate one.
+    #[test]
+    fn no_tool_schema_holds_a_boolean_schema_anywhere() {
+        let mut found = Vec::new();
+        for entry in tool_catalog() {
+            let name = entry.tool.as_str();
+            boolean_schemas(&entry.input_schema, format!("{name}.inputSchema"), &mut found);
+            boolean_schemas(&entry.output_schema, format!("{name}.outputSchema"), &mut found);
+        }
+        assert!(found.is_empty(), "boolean schemas in the tool catalog: {found:?}");
+        let mut formats = Vec::new();
+        for entry in tool_catalog() {
+            collect_formats(&entry.input_schema, &mut formats);
+            collect_formats(&entry.output_schema, &mut formats);
+        }
+        assert!(formats.contains(&"date-time".to_string()), "the walk sees formats: {formats:?}");
+        formats.retain(|format| !STANDARD_FORMATS.contains(&format.as_str()));
+        assert!(formats.is_empty(), "formats a client's validator does not know: {formats:?}");
+        // The fields that used to generate `true` are now the empty object schema.
+        let complete = &tool_catalog().iter().find(|e| e.tool == Tool::Granted(Verb::Complete)).expect("complete");
+        assert_eq!(complete.input_schema["properties"]["result"], json!({}), "{}", complete.input_schema);
+    }
+
+    fn collect_formats(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => map.iter().for_each(|(key, member)| match (key.as_str(), member) {
+                ("format", Value::String(format)) => found.push(format.clone()),
+                _ => collect_formats(member, found),
+            }),
+            Value::Array(items) => items.iter().for_each(|item| collect_formats(item, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_boolean_schema_walk_finds_what_it_looks_for() {
+        let mut found = Vec::new();
+        let schema = json!({"type": "object", "properties": {"a": true, "b": {"items": false}},
+                            "anyOf": [{"additionalProperties": true}], "default": false});
+        boolean_schemas(&schema, "s".into(), &mut found);
+        found.sort();
+        assert_eq!(found, ["s/anyOf/0/additionalProperties", "s/properties/a", "s/properties/b/items"]);
     }
 
     #[test]
