@@ -107,8 +107,8 @@ async fn req8_an_rmcp_client_attaches_receives_the_doorbell_and_claims_the_todo(
         assert_eq!(notification.method, DOORBELL_METHOD, "{notification:?}");
         let meta = notification.params.as_ref().and_then(|p| p.get("meta")).cloned().unwrap_or(Value::Null);
         let names_the_todo = meta["todo_id"] == json!(todo_id);
-        let digest_for_the_queue =
-            meta["kind"] == "digest" && meta["queues"].as_array().is_some_and(|q| q.contains(&json!("inbox")));
+        let digest_for_the_queue = meta["kind"] == "digest"
+            && meta["queues"].as_str().is_some_and(|q| q.split(',').any(|name| name == "inbox"));
         if names_the_todo || digest_for_the_queue {
             break meta;
         }

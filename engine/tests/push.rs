@@ -130,7 +130,7 @@ async fn req8_presence_out_withholds_and_the_shift_start_rings_one_digest() {
     assert_eq!(digest.rings.len(), 1, "one digest");
     let meta = &digest.rings[0].message["params"]["meta"];
     assert_eq!(meta["kind"], "digest");
-    assert_eq!(meta["pending"], 2);
+    assert_eq!(meta["pending"], "2");
     assert_eq!(meta["reason"], "shift_start");
     // Won once: a second replica's sweep finds nothing to do.
     let other = World::store_on(&world.db, &world.clock).await;

@@ -190,27 +190,42 @@ impl PushReport {
 }
 
 /// A doorbell for one todo: the notification an MCP client receives on its stream.
+///
+/// Shaped for a host that surfaces Claude Code channel events (issue #50): `content` is one short
+/// sentence, and every `meta` value is a string (a host drops an event whose `meta` is not a map
+/// of string to string).
 pub fn doorbell_message(todo: &Todo, ring_id: &str, reason: RingReason) -> Value {
-    let source = todo.created_by_kind.as_str();
+    let queue = &todo.identity.queue;
+    let content = match reason {
+        RingReason::Reopen => format!("Queue {queue} admits claims again and has work waiting: call claim_next."),
+        _ => format!("Work is waiting in queue {queue}: call claim_next."),
+    };
     json!({
         "jsonrpc": "2.0",
         "method": DOORBELL_METHOD,
         "params": {
-            "content": format!("work is waiting in queue {}: call claim_next", todo.identity.queue),
-            "meta": { "todo_id": todo.id, "queue": todo.identity.queue, "source": source,
+            "content": content,
+            "meta": { "todo_id": todo.id, "queue": queue, "source": todo.created_by_kind.as_str(),
                       "ring_id": ring_id, "reason": reason.as_str() },
         },
     })
 }
 
-/// A digest doorbell: counts only, no titles (SPEC-0022).
+/// The separator of a digest's `meta.queues`: queue names are `[a-z0-9._-]`, so a comma never
+/// occurs inside one.
+pub const DIGEST_QUEUES_SEPARATOR: &str = ",";
+
+/// A digest doorbell: counts only, no titles (SPEC-0022). Its `meta` is strings only, like every
+/// doorbell's: the count as decimal text, the queues joined by `DIGEST_QUEUES_SEPARATOR`.
 pub fn digest_message(ring_id: &str, pending: i64, queues: &[String], reason: DigestReason) -> Value {
+    let todos = if pending == 1 { "todo is" } else { "todos are" };
     json!({
         "jsonrpc": "2.0",
         "method": DOORBELL_METHOD,
         "params": {
-            "content": format!("{pending} todo(s) waiting in {}: call claim_next", queues.join(", ")),
-            "meta": { "kind": "digest", "pending": pending, "queues": queues, "reason": reason.as_str(),
+            "content": format!("{pending} {todos} waiting in {}: call claim_next.", queues.join(", ")),
+            "meta": { "kind": "digest", "pending": pending.to_string(),
+                      "queues": queues.join(DIGEST_QUEUES_SEPARATOR), "reason": reason.as_str(),
                       "ring_id": ring_id },
         },
     })
@@ -396,6 +411,53 @@ pub struct NotifyHook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `meta` value a string and `content` one short sentence: what a host that surfaces
+    /// channel events needs (issue #50).
+    fn assert_host_surfaces(message: &Value) {
+        let params = &message["params"];
+        let content = params["content"].as_str().expect("content is text");
+        assert!(content.len() <= 120 && content.ends_with('.'), "one short sentence: {content:?}");
+        let meta = params["meta"].as_object().expect("meta is a map");
+        assert!(meta.values().all(Value::is_string), "meta values are strings only: {meta:?}");
+        assert_eq!(message["method"], DOORBELL_METHOD);
+    }
+
+    // Issue #50 item 3: every kind of ring (a todo's doorbell for each reason, a digest for each
+    // reason) has string-only `meta` and a one-sentence `content`.
+    #[test]
+    fn req8_every_kind_of_ring_has_string_meta_and_a_one_sentence_content() {
+        let t0 = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        let mut model = crate::reference::Model::new(t0);
+        let index = model.create("inbox", 3);
+        let todo = model.todos[index].clone();
+        for reason in RingReason::ALL.into_iter().filter(|r| *r != RingReason::Digest) {
+            let message = doorbell_message(&todo, "rg_1", reason);
+            assert_host_surfaces(&message);
+            assert_eq!(message["params"]["meta"]["reason"], reason.as_str());
+            assert_eq!(message["params"]["meta"]["queue"], "inbox");
+        }
+        let queues = ["inbox".to_string(), "lane.b".to_string()];
+        for reason in [
+            DigestReason::ClockIn,
+            DigestReason::Operator,
+            DigestReason::ShiftStart,
+            DigestReason::OverrideEnd,
+            DigestReason::Reconnect,
+        ] {
+            let message = digest_message("rg_2", 12, &queues, reason);
+            assert_host_surfaces(&message);
+            let meta = &message["params"]["meta"];
+            assert_eq!(
+                (&meta["pending"], &meta["queues"], &meta["kind"]),
+                (&json!("12"), &json!("inbox,lane.b"), &json!("digest"))
+            );
+        }
+        assert_eq!(
+            digest_message("rg_3", 1, &queues[..1], DigestReason::ClockIn)["params"]["content"],
+            "1 todo is waiting in inbox: call claim_next."
+        );
+    }
 
     #[test]
     fn req8_heartbeat_rings_follow_the_schedule_and_stop_at_five() {

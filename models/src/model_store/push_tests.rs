@@ -194,7 +194,7 @@ fn req8_clocked_out_endpoint_is_not_rung_and_clocking_in_rings_one_digest() {
     let journal = world.store.push_journal();
     let digests: Vec<_> = journal.rings.iter().filter(|r| r.reason == RingReason::Digest).collect();
     assert_eq!(digests.len(), 1, "clock-in rings one digest");
-    assert_eq!(digests[0].message["params"]["meta"]["pending"], json!(1));
+    assert_eq!(digests[0].message["params"]["meta"]["pending"], json!("1"));
     assert_eq!(digests[0].message["params"]["meta"]["reason"], json!("clock_in"));
     assert!(run(world.store.presence_sweep()).expect("sweep").is_empty(), "the change is acted on once");
 }
