@@ -64,7 +64,7 @@ pub fn router<S: Store>(state: AppState<S>) -> Router {
         .route("/api/v1/webhooks/{id}/rotate", post(webhooks::rotate::<S>))
         .route("/api/v1/openapi.json", get(openapi::serve))
         .route("/ingest/{webhook_id}", post(webhooks::ingest::<S>))
-        .route("/mcp/{slug}", post(mcp::handle::<S>).get(push::stream::open::<S>))
+        .route("/mcp/{slug}", post(mcp::handle::<S>).get(push::stream::open::<S>).delete(mcp::end_session::<S>))
         .fallback(|| async { wire::ApiError(Error::not_found()) });
     // Inside the security headers, so a refusal carries them too.
     let routes = match state.load.clone() {

@@ -328,6 +328,7 @@ impl Push for BridgeStore {
         async fn open_session(&self, endpoint_id: &str) -> Result<String>;
         async fn attach_session(&self, endpoint_id: &str, session_id: &str, replica_id: &str) -> Result<bool>;
         async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()>;
+        async fn close_session(&self, endpoint_id: &str, session_id: &str) -> Result<bool>;
         async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>>;
         async fn rings_since(&self, session_id: &str, after_seq: i64) -> Result<Vec<Ring>>;
         async fn dispatch_pushes(&self) -> Result<PushReport>;

@@ -229,6 +229,7 @@ impl LedgerCheck {
                 self.reopen.session_attached(session_id, endpoint_id, replica, *at)
             }
             Event::SessionDetached { session_id, replica } => self.reopen.session_detached(session_id, replica),
+            Event::SessionClosed { session_id } => self.reopen.session_closed(session_id),
             Event::SessionsRefreshed { replica, alive, at } => self.reopen.sessions_refreshed(replica, alive, *at),
         }
     }

@@ -120,6 +120,10 @@ impl ReopenJudge {
         }
     }
 
+    pub fn session_closed(&mut self, session_id: &str) {
+        self.sessions.remove(session_id);
+    }
+
     pub fn sessions_refreshed(&mut self, replica: &str, alive: &[String], at: DateTime<Utc>) {
         for id in alive {
             if let Some(session) = self.sessions.get_mut(id) {

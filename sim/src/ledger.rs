@@ -87,6 +87,10 @@ pub enum Event {
         session_id: String,
         replica: String,
     },
+    /// The session ended (`DELETE /mcp/{slug}`): it can carry no doorbell again.
+    SessionClosed {
+        session_id: String,
+    },
     /// `replica` refreshed the streams it holds: these stay attached there, seen `at`.
     SessionsRefreshed {
         replica: String,

@@ -165,6 +165,18 @@ impl ModelStore {
         }
     }
 
+    /// Ends a session: its row and (`ON DELETE CASCADE`) its doorbells go.
+    pub(super) fn close_session_tx(&self, endpoint_id: &str, session_id: &str) -> bool {
+        let mut state = self.lock();
+        let push = &mut state.push;
+        if push.sessions.get(session_id).is_none_or(|s| s.endpoint_id != endpoint_id) {
+            return false;
+        }
+        push.sessions.remove(session_id);
+        push.rings.retain(|r| r.session_id != session_id);
+        true
+    }
+
     /// Marks the listed sessions alive on `replica`; answers those that must close (gone, or
     /// their endpoint revoked), in the order given.
     pub(super) fn refresh_sessions_tx(&self, replica: &str, session_ids: &[String]) -> Vec<String> {
@@ -581,6 +593,10 @@ impl Push for ModelStore {
     async fn detach_session(&self, session_id: &str, replica_id: &str) -> Result<()> {
         self.detach_session_tx(session_id, replica_id);
         Ok(())
+    }
+
+    async fn close_session(&self, endpoint_id: &str, session_id: &str) -> Result<bool> {
+        Ok(self.close_session_tx(endpoint_id, session_id))
     }
 
     async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {

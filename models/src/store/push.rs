@@ -20,6 +20,9 @@ pub trait Push: Send + Sync {
     ) -> impl Future<Output = Result<bool>> + Send;
     /// The stream closed (only if `replica_id` still holds it).
     fn detach_session(&self, session_id: &str, replica_id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Ends a session (`DELETE /mcp/{slug}`): the session and its doorbells are gone, and a
+    /// stream of it closes on the replica's next refresh. False when it is not this endpoint's.
+    fn close_session(&self, endpoint_id: &str, session_id: &str) -> impl Future<Output = Result<bool>> + Send;
     /// Marks the sessions whose streams a replica holds as alive, and answers those of them that
     /// must close (the session or its endpoint is gone or revoked).
     fn refresh_sessions(

@@ -8,7 +8,6 @@
 //! endpoint is revoked or deleted (found on the replica's session refresh, or announced).
 
 use super::{StreamSignal, tasks};
-use crate::auth::require_agent;
 use crate::state::AppState;
 use crate::wire::ApiError;
 use axum::extract::{Path, State};
@@ -30,9 +29,9 @@ pub async fn open<S: Store>(
     Path(slug): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let agent = match require_agent(&state.store, &headers, &slug).await {
+    let agent = match crate::mcp::transport_agent(&state, &headers, &slug).await {
         Ok(agent) => agent,
-        Err(error) => return ApiError(error).into_response(),
+        Err(refused) => return refused,
     };
     let accepts_stream = headers
         .get(header::ACCEPT)

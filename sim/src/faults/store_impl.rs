@@ -326,6 +326,15 @@ impl<S: Store> Push for Faulty<S> {
         .await
     }
 
+    async fn close_session(&self, endpoint_id: &str, session_id: &str) -> Result<bool> {
+        self.guarded(Kind::Write, self.inner.close_session(endpoint_id, session_id), |closed, ledger| {
+            if *closed {
+                ledger.push(Event::SessionClosed { session_id: session_id.to_string() });
+            }
+        })
+        .await
+    }
+
     async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
         self.guarded(Kind::Write, self.inner.refresh_sessions(replica_id, session_ids), |closing, ledger| {
             let alive = session_ids.iter().filter(|id| !closing.contains(id)).cloned().collect();

@@ -175,6 +175,17 @@ impl Push for PgStore {
         self.detach_session_tx(session_id, replica_id).await
     }
 
+    async fn close_session(&self, endpoint_id: &str, session_id: &str) -> Result<bool> {
+        let closed = sqlx::query("DELETE FROM mcp_sessions WHERE id = $1 AND endpoint_id = $2")
+            .bind(session_id)
+            .bind(endpoint_id)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?
+            .rows_affected();
+        Ok(closed == 1)
+    }
+
     async fn refresh_sessions(&self, replica_id: &str, session_ids: &[String]) -> Result<Vec<String>> {
         self.refresh_sessions_tx(replica_id, session_ids).await
     }
