@@ -390,3 +390,88 @@ async fn req8_a_deferred_backlog_does_not_keep_the_heartbeat_from_other_queues()
     assert_eq!(swept.rings[0].todo_id.as_deref(), Some(free.id.as_str()));
     assert_eq!(swept.rings[0].reason, RingReason::Heartbeat);
 }
+
+/// Another transaction holding the session's row, as a concurrent ring, the session refresh or
+/// a stream's attach does (`FOR NO KEY UPDATE`, the lock every `UPDATE mcp_sessions` takes),
+/// until the returned transaction ends.
+async fn hold_session_row(world: &World, session: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let pool = sqlx::PgPool::connect(&world.db.url).await.expect("a second connection");
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("UPDATE mcp_sessions SET last_seen_at = last_seen_at WHERE id = $1")
+        .bind(session)
+        .execute(&mut *holder)
+        .await
+        .expect("hold the session row");
+    holder
+}
+
+// SPEC-0030 REQ-8 "exactly one doorbell per endpoint and queue on every reopening", issue #51: a
+// reopening whose endpoint's only session is held by another transaction at that moment rings
+// it once, and its watch goes only with that ring. Before the fix the pick skipped the busy row,
+// found nobody, deleted the watch and rang nothing.
+#[tokio::test]
+async fn req8_a_reopening_rings_once_while_another_transaction_holds_the_session_row() {
+    let world = World::new().await;
+    let owner = world.human("busy").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let session = attached(&world, &endpoint, "r1").await;
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    world.store.set_policy(&identity, &daily_utc(0), &actor).await.expect("pause the window");
+    let waiting = world.push(&identity, "waits").await;
+    assert_eq!(world.store.dispatch_pushes().await.expect("dispatch").withheld_deferred, 1);
+    world.store.set_policy(&identity, &daily_utc(5), &actor).await.expect("raise");
+
+    let holder = hold_session_row(&world, &session).await;
+    let reopened = tokio::time::timeout(std::time::Duration::from_secs(20), world.store.reopen_sweep())
+        .await
+        .expect("the sweep does not wait for the held row")
+        .expect("sweep");
+    holder.rollback().await.expect("release");
+    assert_eq!((reopened.reopens, reopened.rings.len()), (1, 1), "{reopened:?}");
+    assert_eq!(reopened.rings[0].session_id, session);
+    assert_eq!(reopened.rings[0].todo_id.as_deref(), Some(waiting.id.as_str()));
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "rung once");
+    let rung = world.store.rings_since(&session, 0).await.expect("rings");
+    assert_eq!(rung.iter().filter(|r| r.reason == RingReason::Reopen).count(), 1, "{rung:?}");
+}
+
+// Issue #51: a creation doorbell, and a clock-in digest, that meet the session's row held by
+// another transaction ring it all the same.
+#[tokio::test]
+async fn req8_a_creation_doorbell_and_a_clock_in_digest_ring_a_session_another_transaction_holds() {
+    let world = World::new().await;
+    let owner = world.human("busy2").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let session = attached(&world, &endpoint, "r1").await;
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+
+    let created = world.push(&identity, "rings while held").await;
+    let holder = hold_session_row(&world, &session).await;
+    let dispatched = world.store.dispatch_pushes().await.expect("dispatch");
+    holder.rollback().await.expect("release");
+    assert_eq!(dispatched.rings.len(), 1, "{dispatched:?}");
+    assert_eq!(dispatched.rings[0].todo_id.as_deref(), Some(created.id.as_str()));
+
+    let now = world.clock.now();
+    world
+        .store
+        .set_presence_override(&endpoint, Some(models::presence::clock_out(None, now)), OverrideBy::Agent)
+        .await
+        .expect("out");
+    let holder = hold_session_row(&world, &session).await;
+    let back = models::presence::clock_in(None, now, None).expect("in");
+    let view = world.store.set_presence_override(&endpoint, Some(back), OverrideBy::Agent).await.expect("in");
+    holder.rollback().await.expect("release");
+    assert_eq!(view.effective.presence.as_str(), "in");
+    let digests: Vec<_> = world
+        .store
+        .rings_since(&session, 0)
+        .await
+        .expect("rings")
+        .into_iter()
+        .filter(|r| r.reason == RingReason::Digest)
+        .collect();
+    assert_eq!(digests.len(), 1, "one clock-in digest: {digests:?}");
+    assert_eq!(digests[0].message["params"]["meta"]["reason"], "clock_in");
+}

@@ -48,7 +48,14 @@ impl PgStore {
     }
 
     /// Picks the least recently rung live session of `endpoint_ids`, records the doorbell and
-    /// announces it. None when no such session has an open stream.
+    /// announces it. None only when no such session has an open stream.
+    ///
+    /// The pick never skips a busy session (issue #51): another ring, a session refresh or the
+    /// stream's attach may hold the session's row at that moment, and a ring that skipped it
+    /// found nobody, so a reopening whose watch this transaction deletes rang nothing. The row is
+    /// taken `FOR KEY SHARE`, which no ring, refresh or attach conflicts with and which keeps
+    /// it from being deleted before the ring references it; only the round-robin bookkeeping
+    /// (`last_rung_at`) is skipped while another transaction holds the row.
     pub(super) async fn ring_one(
         &self,
         tx: &mut Transaction<'static, Postgres>,
@@ -64,7 +71,7 @@ impl PgStore {
         let session: Option<(String, String, String)> = sqlx::query_as(
             "SELECT id, endpoint_id, stream_replica FROM mcp_sessions \
              WHERE endpoint_id = ANY($1) AND stream_replica IS NOT NULL AND last_seen_at > $2 \
-             ORDER BY last_rung_at NULLS FIRST, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+             ORDER BY last_rung_at NULLS FIRST, id LIMIT 1 FOR KEY SHARE",
         )
         .bind(endpoint_ids)
         .bind(now - Duration::seconds(SESSION_STALE_SECONDS))
@@ -112,12 +119,17 @@ impl PgStore {
         .fetch_one(&mut **tx)
         .await
         .map_err(db_error)?;
-        sqlx::query("UPDATE mcp_sessions SET last_rung_at = $2 WHERE id = $1")
-            .bind(session_id)
-            .bind(now)
-            .execute(&mut **tx)
-            .await
-            .map_err(db_error)?;
+        // Round robin only: a session another transaction holds is left as it is, never waited
+        // for (two passes ringing each other's sessions in opposite order would deadlock).
+        sqlx::query(
+            "UPDATE mcp_sessions SET last_rung_at = $2 \
+             WHERE id = (SELECT id FROM mcp_sessions WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED)",
+        )
+        .bind(session_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
         let ring = Ring {
             seq,
             ring_id,
