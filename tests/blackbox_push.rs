@@ -68,6 +68,22 @@ impl World {
         assert_eq!(status, 200, "{body}");
     }
 
+    /// `policy`, waiting out the owner's policy write limit (one a second after a burst of ten)
+    /// as a client told `retry_after_seconds` does.
+    async fn paced_policy(&self, agent: &Agent, queue: &str, policy: Value) {
+        let scope = format!("endpoint:{}", agent.slug);
+        loop {
+            let (status, body) = self.client.put_admission_policy(&self.human, &scope, queue, policy.clone()).await;
+            if status == 429 && body["code"] == "rate_limited" {
+                let wait = body["retry_after_seconds"].as_u64().unwrap_or(1);
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
+            assert_eq!(status, 200, "{body}");
+            return;
+        }
+    }
+
     /// Waits until replica `replica` has withheld at least `count` pushes for deferred queues.
     async fn wait_withheld(&self, replica: usize, count: f64) {
         let deadline = tokio::time::Instant::now() + WAIT;
@@ -433,4 +449,58 @@ async fn req8_the_stream_closes_when_its_endpoint_is_deleted() {
     events.wait_closed(Duration::from_secs(40)).await;
     let (status, _) = world.client.rpc(&agent.slug, &agent.key, "ping", json!({})).await;
     assert_eq!(status, 401, "the credential went with the endpoint");
+}
+
+// SPEC-0030 REQ-8 "exactly one doorbell per endpoint and queue on every reopening", issue #51,
+// as a user met it: one session, two replicas, a paused queue with work waiting reopened twelve
+// times, each time while a burst of 24 todos lands in the endpoint's other queue (a doorbell
+// each, decided by both replicas' dispatch passes beside the reopen sweep). Before the fix 4 of
+// 12 reopenings rang nothing; now each rings exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn req8_every_reopening_rings_once_under_a_burst_of_doorbells_over_two_replicas() {
+    const REOPENINGS: usize = 12;
+    const BURST: usize = 24;
+    let world = World::start(2).await;
+    let agent = world.agent(&["gated", "inbox"]).await;
+    let events = world.stream(&agent, 0, 1).await;
+    world.policy(&agent, "gated", in_flight(0)).await;
+    let waiting = world.create(&agent, "gated", "waits for each reopening").await;
+    let scope = format!("endpoint:{}", agent.slug);
+
+    for round in 1..=REOPENINGS {
+        if round > 1 {
+            world.paced_policy(&agent, "gated", in_flight(0)).await;
+        }
+        let burst: Vec<_> = (0..BURST)
+            .map(|n| {
+                let client = Client::new(&world.servers[n % 2].base);
+                let (human, scope) = (world.human.clone(), scope.clone());
+                tokio::spawn(async move {
+                    let body = json!({"scope": scope, "queue": "inbox", "title": format!("burst {round}.{n}")});
+                    let (status, answer) = client.post("/api/v1/todos", &human, body).await;
+                    assert_eq!(status, 201, "{answer}");
+                })
+            })
+            .collect();
+        world.paced_policy(&agent, "gated", in_flight(1)).await;
+        for created in burst {
+            created.await.expect("a burst create");
+        }
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while reopen_rings(&events.all()).len() < round {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "reopening {round} of {REOPENINGS} rang nothing: {} reopen rings",
+                reopen_rings(&events.all()).len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = events.all();
+    let reopens = reopen_rings(&all);
+    assert_eq!(reopens.len(), REOPENINGS, "exactly one reopen ring per reopening");
+    assert!(reopens.iter().all(|ring| ring["params"]["meta"]["todo_id"] == waiting.as_str()), "{reopens:?}");
+    let created = all.iter().filter(|e| e["params"]["meta"]["reason"] == "created").count();
+    eprintln!("{REOPENINGS} reopenings rang once each beside {created} creation doorbells");
 }
