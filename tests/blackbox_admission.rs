@@ -107,6 +107,9 @@ async fn req7_claim_responses_over_mcp_carry_admission() {
         (refused["code"].as_str(), refused["reason"].as_str(), refused["queue"].as_str()),
         (Some("deferred"), Some("window_exhausted"), Some("inbox"))
     );
+    // Issue #51: one instant format on every surface, the claim's `deferred` error included.
+    assert_eq!(refused["next_eligible_at"], deferred["next_eligible_at"], "{refused}");
+    assert!(refused["next_eligible_at"].as_str().is_some_and(|t| t.ends_with(".000Z")), "{refused}");
     let (_, after) = world.client.tool(&slug, &key, "get_todo", json!({"id": waiting})).await;
     assert_eq!((after["state"].as_str(), after["attempt"].as_i64()), (Some("pending"), Some(0)));
 

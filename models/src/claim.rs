@@ -201,7 +201,7 @@ pub fn deferred_error(
         Error::new(Code::Deferred, format!("queue {} admits no claim now: {}", identity.queue, reason.as_str()))
             .with("queue", identity.queue.clone())
             .with("reason", reason.as_str())
-            .with("next_eligible_at", hint.next_eligible_at.map(|t| t.to_rfc3339()))
+            .with("next_eligible_at", hint.next_eligible_at.map(crate::window::wire_instant))
             .with("exact", hint.exact);
     if let Some(seconds) = retry_after_seconds {
         error = error.with("retry_after_seconds", seconds);
@@ -454,6 +454,10 @@ mod tests {
         assert_eq!(error.extras["retry_after_seconds"], 90);
         assert_eq!(error.extras["exact"], true);
         assert_eq!(error.extras["reason"], "window_exhausted");
+        // Issue #51: the same instant format as every other answer, `Z` and milliseconds.
+        let expected = at(90).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        assert!(expected.ends_with(".000Z"), "{expected}");
+        assert_eq!(error.extras["next_eligible_at"], expected.as_str());
 
         let soon = deferred_error(&queue("a"), Reason::WindowExhausted, hint, Some(at(90)));
         assert_eq!(soon.extras["retry_after_seconds"], 1);

@@ -25,6 +25,13 @@ use chrono::{
 use chrono_tz::{GapInfo, Tz};
 use serde::{Deserialize, Serialize};
 
+/// An instant as every answer writes it (contract §7, "Times"): RFC 3339 in UTC, milliseconds,
+/// a `Z` suffix. The one format for the API, MCP and error extras alike (issue #51: the
+/// `deferred` error wrote `+00:00`).
+pub fn wire_instant(instant: DateTime<Utc>) -> String {
+    instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// How often a window repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -5,7 +5,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use models::error::{Code, Error, Result};
 use models::identity::QueueIdentity;
 use models::todo::{MAX_ATTEMPTS_DEFAULT, Todo};
@@ -80,8 +80,9 @@ fn parse_json(bytes: &[u8]) -> Result<Value> {
     serde_json::from_slice(bytes).map_err(|e| Error::invalid("body", format!("body is not valid JSON: {e}")))
 }
 
+/// An instant on the wire: `models::window::wire_instant`, the one format every answer uses.
 pub fn rfc3339(instant: DateTime<Utc>) -> String {
-    instant.to_rfc3339_opts(SecondsFormat::Millis, true)
+    models::window::wire_instant(instant)
 }
 
 /// An error as an operator-API response: the status from the code table and the envelope.
