@@ -141,3 +141,34 @@ async fn a_webhook_whose_targets_are_all_gone_refuses_deliveries_and_records_not
         );
     }
 }
+
+// SPEC-0030 REQ-10 "every change audited, readable by the owner", issue #51: deleting a queue
+// that carries a policy removes the policy, and its removal stands in the queue's audit trail,
+// which the owner still reads through the audit route after the queue is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req10_deleting_a_queue_audits_the_removal_of_its_policy() {
+    let world = World::start(&[], &[]).await;
+    let (alice_id, alice) = world.human("alice");
+    let ep = world.vend(&alice, json!({"name": "budgeted", "queues": ["lane"]})).await;
+    let policy = json!({"max_in_flight": 2, "max_claims_per_window": 10,
+                        "window": {"period": "day", "tz": "UTC", "start": "00:00"}});
+    let (status, body) = world.client.put_admission_policy(&alice, &ep.scope, "lane", policy).await;
+    assert_eq!(status, 200, "{body}");
+    world.push(&alice, &ep.scope, "lane", "doomed").await;
+
+    let queue = format!("/api/v1/queues/{}/lane", ep.scope);
+    let purged = send(&world.client, Method::DELETE, &queue, &alice, None).await;
+    assert_eq!(purged.status, 200, "{}", purged.text);
+    let (status, gone) = world.client.get(&format!("/api/v1/admission/{}/lane", ep.scope), &alice).await;
+    assert_eq!(status, 404, "the policy went with its queue: {gone}");
+
+    let (status, audit) = world.client.get(&format!("/api/v1/admission/{}/lane/audit", ep.scope), &alice).await;
+    assert_eq!(status, 200, "{audit}");
+    let records = audit["records"].as_array().expect("records");
+    assert_eq!(records.len(), 2, "the create and the removal: {audit}");
+    let removal = &records[0];
+    assert_eq!(removal["action"], "delete", "{audit}");
+    assert_eq!(removal["actor_human_id"], alice_id.as_str(), "{audit}");
+    assert_eq!(removal["before"]["max_claims_per_window"], 10, "{audit}");
+    assert_eq!(removal["after"], Value::Null, "{audit}");
+}

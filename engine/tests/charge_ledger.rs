@@ -146,3 +146,29 @@ async fn req3_charges_are_deleted_with_their_endpoint_only() {
     world.store.delete_endpoint(&alice, &endpoint).await.expect("delete endpoint");
     assert_eq!((rows("admission_windows").await, rows("admission_charges").await), (0, 0));
 }
+
+// SPEC-0030 REQ-10, issue #51: an endpoint deleted with its budgeted queues leaves the removal of
+// each policy in the audit, with the human who deleted it; the audit has no foreign keys, so it
+// outlives the endpoint.
+#[tokio::test]
+async fn req10_deleting_an_endpoint_audits_the_removal_of_each_policy() {
+    let world = World::new().await;
+    let (_, token) = world.store.bootstrap_human("alice", false).await.expect("bootstrap human");
+    let agent = world.agent(&world.human_scope(&token).await, &["a", "b"]).await;
+    let (a, b) = (queue_of(&agent, "a"), queue_of(&agent, "b"));
+    set_policy(&world, &a, daily_utc(5, "00:00")).await;
+    set_policy(&world, &b, json!({"max_in_flight": 3})).await;
+    let alice = world.human_scope(&token).await;
+    let endpoint = models::identity::ScopeRef::Endpoint(a.owner_id().to_string());
+    world.store.delete_endpoint(&alice, &endpoint).await.expect("delete endpoint");
+
+    for (identity, before) in [(&a, json!(5)), (&b, json!(null))] {
+        let audit = world.store.policy_audit(identity, 10).await.expect("audit");
+        assert_eq!(audit.len(), 2, "{identity}: the create and the removal: {audit:?}");
+        let removal = &audit[0];
+        assert_eq!(removal.action, "delete", "{identity}");
+        assert_eq!(removal.actor_human_id.as_deref(), Some(alice.human.id.as_str()));
+        assert_eq!(removal.before.as_ref().map(|b| b["max_claims_per_window"].clone()), Some(before));
+        assert_eq!(removal.after, None);
+    }
+}

@@ -426,7 +426,7 @@ struct UsageKeys<'a> {
 }
 
 /// The current policy as JSON, locked for the change; None when there is none.
-async fn locked_policy_json(
+pub(super) async fn locked_policy_json(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     identity: &QueueIdentity,
 ) -> Result<Option<Value>> {
@@ -476,7 +476,7 @@ impl AuditRow {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn audit(
+pub(super) async fn audit(
     tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
     policy_id: &str,
     identity: &QueueIdentity,

@@ -283,13 +283,20 @@ impl PgStore {
                     break;
                 }
             }
-            sqlx::query("DELETE FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2)")
+            // The policy goes with its queue, and its removal is audited like any other (REQ-10,
+            // issue #51): the trail stays readable after the queue is gone.
+            if let Some(before) = super::admission::locked_policy_json(&mut tx, identity).await? {
+                let policy_id: String = sqlx::query_scalar(
+                    "DELETE FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) RETURNING id",
+                )
                 .bind(identity.endpoint_id())
                 .bind(identity.team_id())
                 .bind(&identity.queue)
-                .execute(&mut *tx)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(db_error)?;
+                super::admission::audit(&mut tx, &policy_id, identity, by, "delete", Some(before), None, now).await?;
+            }
             record_cancellation(&mut tx, identity, by, "purge", &tally, now).await?;
             Ok(tally.count)
         }
@@ -305,15 +312,39 @@ impl PgStore {
         let Owner::Endpoint(id) = self.resolve_scope_tx(&human.manages, endpoint).await? else {
             return Err(Error::not_found());
         };
-        let deleted = sqlx::query("DELETE FROM endpoints WHERE id = $1")
+        let mut tx = self.begin().await?;
+        let outcome = async {
+            let now = self.clock_after_lock(&mut tx).await?;
+            // Its policies go with it (`ON DELETE CASCADE`); each removal is audited first, as
+            // a policy delete is (REQ-10, issue #51). The audit has no foreign keys.
+            sqlx::query(
+                "INSERT INTO admission_audit (policy_id, endpoint_id, team_id, queue, actor_human_id, \
+                   actor_endpoint_id, action, before, after, at) \
+                 SELECT p.id, p.endpoint_id, p.team_id, p.queue, $2, NULL, 'delete', \
+                   jsonb_build_object('max_in_flight', p.max_in_flight, \
+                     'max_claims_per_window', p.max_claims_per_window, \
+                     'window', CASE WHEN p.window_period IS NULL THEN NULL ELSE jsonb_build_object( \
+                       'period', p.window_period, 'tz', p.window_tz, 'start', p.window_start, \
+                       'weekday', p.window_weekday) END), \
+                   NULL, $3 \
+                 FROM (SELECT * FROM admission_policies WHERE endpoint_id = $1 ORDER BY queue FOR UPDATE) p",
+            )
             .bind(&id)
-            .execute(&self.pool)
+            .bind(&human.human.id)
+            .bind(now)
+            .execute(&mut *tx)
             .await
-            .map_err(db_error)?
-            .rows_affected();
-        if deleted == 0 {
-            return Err(Error::not_found());
+            .map_err(db_error)?;
+            let deleted = sqlx::query("DELETE FROM endpoints WHERE id = $1")
+                .bind(&id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?
+                .rows_affected();
+            if deleted == 0 { Err(Error::not_found()) } else { Ok(()) }
         }
+        .await;
+        finish(tx, outcome).await?;
         tracing::info!(endpoint = %id, human = %human.human.id, "endpoint deleted with its todos");
         self.await_credential_change().await
     }

@@ -39,7 +39,7 @@ impl PolicyRow {
 
     /// The row as the audit's `before` records it (`locked_policy_json`): raw columns, not the
     /// evaluated policy, so a corrupt row is audited as it was.
-    fn raw_json(&self) -> Value {
+    pub(super) fn raw_json(&self) -> Value {
         json!({
             "max_in_flight": self.max_in_flight,
             "max_claims_per_window": self.max_claims_per_window,
@@ -275,7 +275,7 @@ impl ModelStore {
 }
 
 impl State {
-    fn append_audit(
+    pub(super) fn append_audit(
         &mut self,
         identity: &QueueIdentity,
         actor: &PolicyActor,

@@ -127,6 +127,9 @@ impl ModelStore {
         let mut state = self.lock();
         let now = self.clock.now();
         let purged = state.delete_todos(|t| &t.identity == identity);
+        if let Some(before) = state.policy_of(identity).map(super::PolicyRow::raw_json) {
+            state.append_audit(identity, by, "delete", Some(before), None, now);
+        }
         state.delete_policies(|p| &p.identity == identity);
         let count = purged.len() as u64;
         state.record_cancellation(identity, by, "purge", purged, now);
@@ -147,6 +150,14 @@ impl ModelStore {
         state.endpoints.remove(index);
         let owned = |identity: &QueueIdentity| identity.endpoint_id() == Some(id.as_str());
         state.delete_todos(|t| owned(&t.identity));
+        let now = self.clock.now();
+        let by = PolicyActor { human_id: Some(human.human.id.clone()), endpoint_id: None };
+        let mut removed: Vec<(QueueIdentity, Value)> =
+            state.policies.iter().filter(|p| owned(&p.identity)).map(|p| (p.identity.clone(), p.raw_json())).collect();
+        removed.sort_by(|a, b| a.0.queue.cmp(&b.0.queue));
+        for (identity, before) in removed {
+            state.append_audit(&identity, &by, "delete", Some(before), None, now);
+        }
         state.delete_policies(|p| owned(&p.identity));
         state.forget_charges(|identity| owned(identity));
         for webhook in &mut state.webhooks {
