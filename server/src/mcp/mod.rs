@@ -9,8 +9,8 @@
 
 mod catalog;
 mod tools;
+pub(crate) mod transport;
 
-use crate::auth::require_agent;
 use crate::state::AppState;
 use crate::wire::ApiError;
 use axum::body::Bytes;
@@ -23,14 +23,7 @@ use models::store::Store;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tools::{Answer, after_tool, call_tool};
-
-/// The protocol revision this server speaks when the client asks for one it does not know.
-const PROTOCOL_VERSION: &str = "2025-11-25";
-/// Every revision it answers in; `docs/architecture.md` ("MCP protocol revisions") says what each
-/// changed for this server.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// The header that names the negotiated revision on every request after `initialize` (2025-06-18).
-const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+use transport::{PROTOCOL_VERSION, SESSION_HEADER, SUPPORTED_VERSIONS, transport_agent};
 
 /// What the agent is told at `initialize`: what a doorbell means and what answers it, and that
 /// its text is a hint from this server, never a command.
@@ -86,7 +79,7 @@ pub async fn handle<S: Store>(
             };
             let mut response = rpc_result(&id, initialize(&params));
             if let Ok(value) = session.parse() {
-                response.headers_mut().insert(crate::push::stream::SESSION_HEADER, value);
+                response.headers_mut().insert(SESSION_HEADER, value);
             }
             response
         }
@@ -130,7 +123,7 @@ pub async fn end_session<S: Store>(
         Ok(agent) => agent,
         Err(refused) => return refused,
     };
-    let Some(session_id) = headers.get(crate::push::stream::SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+    let Some(session_id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return ApiError(Error::invalid("Mcp-Session-Id", "DELETE ends the session that Mcp-Session-Id names"))
             .into_response();
     };
@@ -143,49 +136,6 @@ pub async fn end_session<S: Store>(
         Ok(false) => ApiError(Error::new(models::error::Code::NotFound, "unknown MCP session")).into_response(),
         Err(error) => ApiError(error).into_response(),
     }
-}
-
-/// The endpoint a request on `/mcp/{slug}` acts for, after the transport's own refusals
-/// (`refuse_transport_headers`) and the bearer check; every method on the path starts here.
-pub(crate) async fn transport_agent<S: Store>(
-    state: &AppState<S>,
-    headers: &HeaderMap,
-    slug: &str,
-) -> std::result::Result<models::scope::AgentScope, Response> {
-    if let Some(refused) = refuse_transport_headers(headers) {
-        return Err(refused);
-    }
-    require_agent(&state.store, headers, slug).await.map_err(|error| ApiError(error).into_response())
-}
-
-/// What streamable HTTP asks a server to refuse before anything else: a browser page of another
-/// site (an `Origin` that is not this server's: 403, against DNS rebinding), and a revision in
-/// `MCP-Protocol-Version` this server does not speak (400).
-fn refuse_transport_headers(headers: &HeaderMap) -> Option<Response> {
-    let text = |name: &str| headers.get(name).map(|v| v.to_str().unwrap_or(""));
-    if let Some(origin) = text("origin")
-        && !origin_is_this_server(origin, text("host").unwrap_or(""))
-    {
-        let message = format!("Origin {origin} is not this server's; MCP is not served to other sites' pages\n");
-        return Some((StatusCode::FORBIDDEN, message).into_response());
-    }
-    if let Some(version) = text(PROTOCOL_VERSION_HEADER)
-        && !SUPPORTED_VERSIONS.contains(&version)
-    {
-        let error = Error::invalid(
-            "MCP-Protocol-Version",
-            format!("unsupported protocol revision {version:?}; this server speaks {}", SUPPORTED_VERSIONS.join(", ")),
-        );
-        return Some(ApiError(error).into_response());
-    }
-    None
-}
-
-/// Whether a browser's `Origin` names the host the request was sent to (`Host`), or is `null`
-/// (a sandboxed or local page, which carries no site to rebind from).
-fn origin_is_this_server(origin: &str, host: &str) -> bool {
-    let authority = origin.split_once("://").map_or("", |(_, rest)| rest).trim_end_matches('/');
-    origin == "null" || (!authority.is_empty() && authority.eq_ignore_ascii_case(host))
 }
 
 fn initialize(params: &Value) -> Initialized {

@@ -8,6 +8,7 @@
 //! endpoint is revoked or deleted (found on the replica's session refresh, or announced).
 
 use super::{StreamSignal, tasks};
+use crate::mcp::transport::{SESSION_HEADER, transport_agent};
 use crate::state::AppState;
 use crate::wire::ApiError;
 use axum::extract::{Path, State};
@@ -19,8 +20,6 @@ use models::store::Store;
 use std::convert::Infallible;
 use std::time::Duration;
 
-/// The header that names the session (streamable HTTP).
-pub const SESSION_HEADER: &str = "mcp-session-id";
 /// How often an idle stream gets a keep-alive comment.
 pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
 
@@ -29,7 +28,7 @@ pub async fn open<S: Store>(
     Path(slug): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let agent = match crate::mcp::transport_agent(&state, &headers, &slug).await {
+    let agent = match transport_agent(&state, &headers, &slug).await {
         Ok(agent) => agent,
         Err(refused) => return refused,
     };
