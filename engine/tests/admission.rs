@@ -306,6 +306,29 @@ async fn req4_takeover_at_the_in_flight_cap_is_admitted() {
     assert_eq!((taken.todo.attempt, taken.admission.map(|a| a.in_flight)), (2, Some(1)));
 }
 
+// SPEC-0030 REQ-4 "Takeover at the in-flight cap" through claim_next, issue #51: the cap of 1 is
+// held by a lapsed, not yet reaped claim and an older todo is pending. claim_next must not answer
+// empty: the pending todo is refused (in_flight_full), and the takeover of the lapsed claim
+// behind it, which the cap admits, is made. Then the cap is full again.
+#[tokio::test]
+async fn req4_claim_next_takes_over_a_lapsed_claim_behind_an_older_pending_todo() {
+    let (world, agent) = agent_world(&["inbox"]).await;
+    let queue = queue_of(&agent, "inbox");
+    set_policy(&world, &queue, json!({"max_in_flight": 1})).await;
+    let older = world.push(&queue, "pending, older").await;
+    world.clock.advance(Duration::seconds(1));
+    let lapsed = world.push(&queue, "claimed, then lapsed").await;
+    world.store.claim(&agent, &lapsed.id, 60).await.expect("claim the newer one by name");
+    world.clock.advance(Duration::seconds(61));
+
+    let taken = claimed(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    assert_eq!(taken.todo.id, lapsed.id, "the takeover, not the pending todo the cap refuses");
+    assert_eq!((taken.todo.attempt, taken.admission.map(|a| a.in_flight)), (2, Some(1)));
+    let waiting = deferred(world.store.claim_next(&agent, &granted(&agent), 60).await.expect("claim_next"));
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!((waiting[0].reason, waiting[0].pending), (Reason::InFlightFull, 1), "{} waits", older.id);
+}
+
 // SPEC-0030 REQ-4 "One deferred queue does not starve the others"
 #[tokio::test]
 async fn req4_one_deferred_queue_does_not_starve_the_others() {

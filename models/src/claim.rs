@@ -29,6 +29,13 @@ pub struct ClaimNextRounds {
     /// the read first shows unavailable (a row that cannot be evaluated): the read before the
     /// answer (`exhausted`) sees such a row as it is then, unavailable still or repaired since.
     unavailable: Vec<QueueIdentity>,
+    /// Excluded queues refused once as `in_flight_full`, whose lapsed claims the next pick may
+    /// still take over: a takeover does not add to in-flight, so the cap that refused a pending
+    /// todo can admit it (REQ-4: `claim_next` never answers empty while an admitted claim is
+    /// there to make; issue #51). A second `in_flight_full` refusal excludes the queue wholly.
+    takeovers_only: Vec<QueueIdentity>,
+    /// Queues that have had their takeover-only pick.
+    takeovers_tried: Vec<QueueIdentity>,
     pre_read: bool,
     reopened: bool,
 }
@@ -52,14 +59,22 @@ impl ClaimNextRounds {
             queues_total: queues.len(),
             excluded: Vec::new(),
             unavailable: Vec::new(),
+            takeovers_only: Vec::new(),
+            takeovers_tried: Vec::new(),
             pre_read: false,
             reopened: false,
         }
     }
 
-    /// The queues the next pick must skip.
+    /// The queues the next pick must skip, but for `takeovers_only`.
     pub fn excluded(&self) -> &[QueueIdentity] {
         &self.excluded
+    }
+
+    /// Excluded queues whose lapsed claims the next pick may still take over (and nothing else
+    /// of them): each queue once, after its first `in_flight_full` refusal.
+    pub fn takeovers_only(&self) -> &[QueueIdentity] {
+        &self.takeovers_only
     }
 
     /// Records a refused candidate's queue and the reason it was refused for. True when the store
@@ -70,12 +85,20 @@ impl ClaimNextRounds {
         if reason == Reason::AdmissionUnavailable {
             self.unavailable.push(identity.clone());
         }
+        let first_in_flight_refusal = reason == Reason::InFlightFull && !self.takeovers_tried.contains(&identity);
+        self.takeovers_only.retain(|queue| queue != &identity);
+        if first_in_flight_refusal {
+            self.takeovers_tried.push(identity.clone());
+            self.takeovers_only.push(identity.clone());
+        }
         self.exclude(identity)
     }
 
     /// Excludes a refused queue; true when the pre-skip should run now (see `refused`).
     fn exclude(&mut self, identity: QueueIdentity) -> bool {
-        self.excluded.push(identity);
+        if !self.excluded.contains(&identity) {
+            self.excluded.push(identity);
+        }
         if !self.pre_read && self.queues_total > self.excluded.len() {
             self.pre_read = true;
             return true;
@@ -167,6 +190,7 @@ impl ClaimNextRounds {
         if !self.reopened && !reopened.is_empty() {
             self.reopened = true;
             self.excluded.retain(|q| !reopened.contains(q));
+            self.takeovers_only.retain(|q| !reopened.contains(q));
             return Exhausted::PickAgain;
         }
         let deferred = statuses
@@ -441,6 +465,22 @@ mod tests {
             matches!(alone.exhausted(read[..1].to_vec()), Exhausted::Answer(ClaimNext::Empty { deferred }) if deferred.len() == 1),
             "answered at once, without a second round"
         );
+    }
+
+    // SPEC-0030 REQ-4, issue #51: a queue refused at its in-flight cap stays open to one pick of
+    // its lapsed claims (a takeover the cap may admit); a second in_flight_full refusal, or any
+    // other reason, excludes it wholly.
+    #[test]
+    fn req4_an_in_flight_refusal_leaves_the_queue_open_to_one_takeover_pick() {
+        let (a, b) = (queue("a"), queue("b"));
+        let mut rounds = ClaimNextRounds::new(&[a.clone(), b.clone()]);
+        rounds.refused(a.clone(), Reason::InFlightFull);
+        assert_eq!((rounds.excluded(), rounds.takeovers_only()), (&[a.clone()][..], &[a.clone()][..]));
+        rounds.refused(a.clone(), Reason::InFlightFull);
+        assert_eq!((rounds.excluded(), rounds.takeovers_only()), (&[a.clone()][..], &[][..]), "once only");
+        rounds.refused(b.clone(), Reason::WindowExhausted);
+        assert!(rounds.takeovers_only().is_empty(), "a spent window admits no takeover either");
+        assert_eq!(rounds.excluded(), &[a, b][..]);
     }
 
     // SPEC-0030 REQ-7: the `deferred` error's fields, and retry_after_seconds at least 1.

@@ -168,7 +168,7 @@ impl PgStore {
                     return Ok(());
                 }
                 let mut tx = self.begin_claim().await?;
-                let picked = match self.pick_candidates(&mut tx, queues, rounds.excluded(), present, plan).await {
+                let picked = match self.pick_candidates(&mut tx, queues, &rounds, present, plan).await {
                     Ok(picked) => picked,
                     Err(error) => {
                         // REQ-9: the statement that locks the candidates and their policy
@@ -177,7 +177,7 @@ impl PgStore {
                         tracing::warn!(%error, "claim_next candidate pick failed; retrying step by step");
                         finish(tx, Ok(())).await.ok();
                         tx = self.begin_claim().await?;
-                        match self.pick_candidate_step_by_step(&mut tx, queues, rounds.excluded(), plan).await {
+                        match self.pick_candidate_step_by_step(&mut tx, queues, &rounds, plan).await {
                             Ok(picked) => picked.map(|(candidate, policy)| (vec![candidate], policy)),
                             Err(error) => return finish(tx, Err(error)).await,
                         }

@@ -86,7 +86,7 @@ impl ModelStore {
         lease_seconds: i64,
     ) -> Result<ClaimNext> {
         let now = self.clock.now();
-        let Some(candidate) = state.pick_candidate(queues, &[], now) else {
+        let Some(candidate) = state.pick_candidate(queues, &ClaimNextRounds::new(queues), now) else {
             return Ok(ClaimNext::Empty { deferred: vec![] });
         };
         if state.policy_of(&candidate.identity).is_some() {
@@ -112,7 +112,7 @@ impl ModelStore {
         for _ in 0..ClaimNextRounds::ROUNDS_MAX {
             for _ in 0..=queues.len() {
                 let now = self.clock.now();
-                let Some(candidate) = state.pick_candidate(queues, rounds.excluded(), now) else {
+                let Some(candidate) = state.pick_candidate(queues, &rounds, now) else {
                     break;
                 };
                 match self.admit_and_claim(state, actor, &candidate, lease_seconds)? {
@@ -235,17 +235,22 @@ impl ModelStore {
 }
 
 impl State {
-    /// REQ-4 step 1: the oldest claimable todo by (created_at, id) outside the excluded queues.
+    /// REQ-4 step 1: the oldest claimable todo by (created_at, id) outside the excluded queues,
+    /// or a lapsed claim of an excluded queue whose takeover its cap may still admit.
     fn pick_candidate(
         &self,
         queues: &[QueueIdentity],
-        excluded: &[QueueIdentity],
+        rounds: &ClaimNextRounds,
         now: DateTime<Utc>,
     ) -> Option<Candidate> {
+        let open = |t: &Todo| {
+            !rounds.excluded().contains(&t.identity)
+                || (t.state == TodoState::Claimed && rounds.takeovers_only().contains(&t.identity))
+        };
         self.todos
             .values()
             // The state first: most todos are finished, and it is cheaper than comparing identities.
-            .filter(|t| t.claimable_at(now) && queues.contains(&t.identity) && !excluded.contains(&t.identity))
+            .filter(|t| t.claimable_at(now) && queues.contains(&t.identity) && open(t))
             .min_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
             .map(|t| Candidate { id: t.id.clone(), identity: t.identity.clone(), named: false })
     }

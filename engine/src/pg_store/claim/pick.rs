@@ -11,6 +11,7 @@ use super::super::sql::{Binds, CLAIM_ORDER_ROWS, CLAIMABLE, owner_groups, owner_
 use super::super::{PgStore, db_error};
 use super::{Candidate, PolicyLock};
 use chrono::{DateTime, Utc};
+use models::claim::ClaimNextRounds;
 use models::error::Result;
 use models::identity::QueueIdentity;
 use sqlx::{Postgres, Transaction};
@@ -54,7 +55,7 @@ impl PgStore {
     /// a queue whose work another claimer holds; the claim and the charges are unaffected.)
     pub(super) async fn oldest_claimable_queue(&self, queues: &[QueueIdentity]) -> Result<Option<QueueIdentity>> {
         let mut binds = Binds::default();
-        let sql = candidate_select(&mut binds, self.now_param(), queues, &[], Lock::None);
+        let sql = candidate_select(&mut binds, self.now_param(), queues, &ClaimNextRounds::new(queues), Lock::None);
         let row: Option<CandidateRow> =
             sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
                 .fetch_optional(&self.pool)
@@ -64,7 +65,7 @@ impl PgStore {
     }
 
     /// Steps 1–3 of the budgeted path in one statement: the oldest claimable todo outside the
-    /// excluded queues and up to `wanted - 1` more of its queue, in claim order, locked (`SKIP
+    /// excluded queues (or a lapsed claim of a queue `rounds` leaves open to takeovers) and up to `wanted - 1` more of its queue, in claim order, locked (`SKIP
     /// LOCKED`), then that queue's policy looked up by index and locked (blocking). The candidate
     /// CTEs are materialised and the policy is joined to their result, so every todo lock is
     /// taken before the policy lock, and no todo lock is ever waited on.
@@ -72,12 +73,12 @@ impl PgStore {
         &self,
         tx: &mut Transaction<'static, Postgres>,
         queues: &[QueueIdentity],
-        excluded: &[QueueIdentity],
+        rounds: &ClaimNextRounds,
         wanted: usize,
         plan: ClaimPlan,
     ) -> Result<Option<(Vec<Candidate>, PolicyLock)>> {
         let mut binds = Binds::default();
-        let head = candidate_cte(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
+        let head = candidate_cte(&mut binds, self.now_param(), queues, rounds, Lock::SkipLocked);
         let more = binds.push(wanted.saturating_sub(1) as i64);
         // The further candidates, read in claim order through the queue's own claim-scan index
         // with the first candidate's owner and queue as constants (one branch per owner kind;
@@ -141,11 +142,11 @@ impl PgStore {
         &self,
         tx: &mut Transaction<'static, Postgres>,
         queues: &[QueueIdentity],
-        excluded: &[QueueIdentity],
+        rounds: &ClaimNextRounds,
         plan: ClaimPlan,
     ) -> Result<Option<(Candidate, PolicyLock)>> {
         let mut binds = Binds::default();
-        let sql = candidate_select(&mut binds, self.now_param(), queues, excluded, Lock::SkipLocked);
+        let sql = candidate_select(&mut binds, self.now_param(), queues, rounds, Lock::SkipLocked);
         let row: Option<CandidateRow> =
             sqlx::query_as_with(sqlx::AssertSqlSafe(sql), binds.into_arguments().map_err(db_error)?)
                 .fetch_optional(&mut **tx)
@@ -167,7 +168,8 @@ enum Lock {
 }
 
 /// Step 1's statement head: the clock (`now`, or the database's when None), and `cand`, the
-/// oldest claimable todo of `queues` outside the `excluded` identities, locked as `lock` says.
+/// oldest claimable todo of `queues` outside the identities `rounds` excludes, or a lapsed claim
+/// of those it leaves open to takeovers, locked as `lock` says.
 /// Materialised, so the todo lock is taken before anything the statement locks after it.
 ///
 /// The statement names only the queues left open, not the excluded ones to skip: a queue
@@ -178,16 +180,22 @@ fn candidate_cte(
     binds: &mut Binds,
     now: Option<DateTime<Utc>>,
     queues: &[QueueIdentity],
-    excluded: &[QueueIdentity],
+    rounds: &ClaimNextRounds,
     lock: Lock,
 ) -> String {
     // Looked up in a set: a group of path (c) excludes 199 of 200 queues, and comparing every
     // queue with every excluded one took 93 us of the leader's serial path per pick, against
     // 15 us this way (issue #31 item 4).
-    let excluded: HashSet<&QueueIdentity> = excluded.iter().collect();
+    let excluded: HashSet<&QueueIdentity> = rounds.excluded().iter().collect();
     let open: Vec<QueueIdentity> = queues.iter().filter(|queue| !excluded.contains(queue)).cloned().collect();
     let now = binds.push(now);
-    let queues = owner_groups_filter(binds, &owner_groups(&open));
+    let mut queues = owner_groups_filter(binds, &owner_groups(&open));
+    // Only after an `in_flight_full` refusal: the lapsed claims of that queue, whose takeover
+    // the cap may admit (REQ-4; issue #51).
+    if !rounds.takeovers_only().is_empty() {
+        let takeovers = owner_groups_filter(binds, &owner_groups(rounds.takeovers_only()));
+        queues = format!("({queues} OR ({takeovers} AND t.state = 'claimed'))");
+    }
     let lock = match lock {
         Lock::SkipLocked => "FOR UPDATE OF t SKIP LOCKED",
         Lock::None => "",
@@ -206,9 +214,9 @@ fn candidate_select(
     binds: &mut Binds,
     now: Option<DateTime<Utc>>,
     queues: &[QueueIdentity],
-    excluded: &[QueueIdentity],
+    rounds: &ClaimNextRounds,
     lock: Lock,
 ) -> String {
-    let head = candidate_cte(binds, now, queues, excluded, lock);
+    let head = candidate_cte(binds, now, queues, rounds, lock);
     format!("{head} SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over FROM cand")
 }
