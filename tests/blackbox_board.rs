@@ -120,15 +120,15 @@ async fn req11_the_owner_sees_why_work_waits_used_of_limit_reset_times_and_defer
     assert!(header.contains("status: exhausted"), "{header}");
     assert!(header.contains("100 of 100 used"), "{header}");
 
-    // The reset time in the policy's zone ("00:00 PST on Wed 2 Dec" in winter)...
+    // The reset time in the policy's zone ("00:00 PT on Wed 2 Dec")...
     let resets = [before, after];
     let zone_texts: Vec<String> =
-        resets.iter().map(|at| at.with_timezone(&LA).format("%H:%M %Z on %a %-d %b").to_string()).collect();
+        resets.iter().map(|at| at.with_timezone(&LA).format("%H:%M PT on %a %-d %b").to_string()).collect();
     assert!(
         zone_texts.iter().any(|t| header.contains(&format!("resets at {t} (America/Los_Angeles)"))),
         "expected one of {zone_texts:?} in {header}"
     );
-    assert!(zone_texts.iter().all(|t| t.starts_with("00:00 P")), "{zone_texts:?}");
+    assert!(zone_texts.iter().all(|t| t.starts_with("00:00 PT on ")), "{zone_texts:?}");
     // ...and in the viewer's own (the browser runs in Asia/Tokyo: UTC+9, never daylight time).
     let local = shown["local"].as_str().expect("local time text");
     let viewer_zone: Tz = BROWSER_TZ.parse().expect("browser zone");
@@ -145,7 +145,7 @@ async fn req11_the_owner_sees_why_work_waits_used_of_limit_reset_times_and_defer
     // Twelve waiting todos, each saying why it waits and until when, and the exact counts.
     let chips: Vec<String> = resets
         .iter()
-        .map(|at| format!("deferred · budget · eligible {}", at.with_timezone(&LA).format("%H:%M %Z")))
+        .map(|at| format!("deferred · budget · eligible {} PT", at.with_timezone(&LA).format("%H:%M")))
         .collect();
     assert_the_queue_page_says_why_each_todo_waits(&browser, &waiting, &chips).await;
     let counts = browser.text("#todo-counts").await;

@@ -32,6 +32,24 @@ pub fn wire_instant(instant: DateTime<Utc>) -> String {
     instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// The zone's generic name where it has one, as people say a time ("00:00 PT", SPEC-0030
+/// REQ-11's chip): a zone whose standard and daylight abbreviations are `XST` and `XDT` in
+/// `at`'s year is `XT` the whole year (PST/PDT: PT; EST/EDT: ET; AEST/AEDT: AET). Any other zone
+/// keeps its abbreviation at `at` (CET or CEST, GMT or BST, JST, UTC, "+09"), which names it
+/// unambiguously.
+pub fn generic_zone_name(zone: Tz, at: DateTime<Utc>) -> String {
+    let at_month = |month: u32| {
+        let instant = Utc.with_ymd_and_hms(at.year(), month, 1, 12, 0, 0).single().unwrap_or(at);
+        instant.with_timezone(&zone).format("%Z").to_string()
+    };
+    let (january, july) = (at_month(1), at_month(7));
+    let (standard, daylight) = if january.ends_with("ST") { (january, july) } else { (july, january) };
+    match (standard.strip_suffix("ST"), daylight.strip_suffix("DT")) {
+        (Some(prefix), Some(same)) if prefix == same && !prefix.is_empty() => format!("{prefix}T"),
+        _ => at.with_timezone(&zone).format("%Z").to_string(),
+    }
+}
+
 /// How often a window repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]

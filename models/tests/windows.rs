@@ -395,3 +395,25 @@ fn req5_window_does_not_depend_on_the_utc_offset_of_the_input() {
         .to_utc();
     assert_eq!(day.window_containing(t), (utc("2024-06-14 15:00"), utc("2024-06-15 15:00")));
 }
+
+// SPEC-0030 REQ-11 "eligible 00:00 PT" (issue #51): the board names a zone as people say a time,
+// PT the whole year rather than PST in winter and PDT in summer; zones without an XST/XDT pair
+// keep the abbreviation in force.
+#[test]
+fn req11_a_zone_is_named_generically_where_it_has_a_generic_name() {
+    use chrono_tz::{America, Asia, Australia, Europe, UTC};
+    use models::window::generic_zone_name;
+    let (winter, summer) = (utc("2026-12-08 08:00"), utc("2026-07-01 07:00"));
+    for (zone, winter_name, summer_name) in [
+        (America::Los_Angeles, "PT", "PT"),
+        (America::New_York, "ET", "ET"),
+        (Australia::Sydney, "AET", "AET"),
+        (Europe::Berlin, "CET", "CEST"),
+        (Europe::London, "GMT", "BST"),
+        (Asia::Tokyo, "JST", "JST"),
+        (UTC, "UTC", "UTC"),
+    ] {
+        assert_eq!(generic_zone_name(zone, winter), winter_name, "{zone} in winter");
+        assert_eq!(generic_zone_name(zone, summer), summer_name, "{zone} in summer");
+    }
+}

@@ -13,6 +13,7 @@ use models::capacity::Capacity;
 use models::identity::{Owner, QueueIdentity};
 use models::store::QueueAdmission;
 use models::todo::{Todo, TodoState};
+use models::window::generic_zone_name;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
@@ -79,14 +80,15 @@ pub fn policy_zone(admission: Option<&QueueAdmission>) -> Tz {
     admission.and_then(|a| a.policy.as_ref()).and_then(|p| p.window.as_ref()).map_or(Tz::UTC, |w| w.tz)
 }
 
-/// "00:00 PST": wall-clock time and the zone's abbreviation as chrono-tz prints it.
+/// "00:00 PT": wall-clock time and the zone's generic name (`models::window::generic_zone_name`).
 pub fn zone_time(instant: DateTime<Utc>, zone: Tz) -> String {
-    instant.with_timezone(&zone).format("%H:%M %Z").to_string()
+    format!("{} {}", instant.with_timezone(&zone).format("%H:%M"), generic_zone_name(zone, instant))
 }
 
-/// "00:00 PST on Wed 2 Dec".
+/// "00:00 PT on Wed 2 Dec".
 pub fn zone_moment(instant: DateTime<Utc>, zone: Tz) -> String {
-    instant.with_timezone(&zone).format("%H:%M %Z on %a %-d %b").to_string()
+    let local = instant.with_timezone(&zone);
+    format!("{} {} on {}", local.format("%H:%M"), generic_zone_name(zone, instant), local.format("%a %-d %b"))
 }
 
 /// A time the script rewrites into the viewer's local zone; without JavaScript it reads UTC.
@@ -223,7 +225,7 @@ pub fn header_view(queue: QueueRef, manages: bool, fragment: &HeaderFragment) ->
     }
 }
 
-/// "deferred · budget · eligible 00:00 PST" for a pending todo its queue does not admit now.
+/// "deferred · budget · eligible 00:00 PT" for a pending todo its queue does not admit now.
 pub fn chip(admission: Option<&QueueAdmission>) -> Option<String> {
     let admission = admission?;
     let reason = admission.status.hint.reason?;
