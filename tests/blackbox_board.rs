@@ -169,6 +169,9 @@ async fn req11_a_claim_on_another_replica_updates_the_open_boards_header_without
     let header_text = "return document.querySelector('tr.live-header').textContent;";
     let shown = browser.execute(header_text, vec![]).await;
     assert!(shown.as_str().is_some_and(|t| t.contains("0 of 10 used")), "{shown}");
+    // Issue #51: each live row is a polite live region, so a screen reader hears its counts change.
+    let live = "return Array.from(document.querySelectorAll('tr.live-header')).map(r => r.getAttribute('aria-live'));";
+    assert_eq!(browser.execute(live, vec![]).await, json!(["polite"]), "the front page's live counts");
     // A mark on this document: a reload or navigation would lose it.
     browser.execute("window.__sbSameDocument = 'kept';", vec![]).await;
     let path_before = browser.path().await;
