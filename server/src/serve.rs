@@ -76,7 +76,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     }
     let mut pushers =
         tasks::spawn(store.clone(), push.clone(), options.reaper_interval, hook_addresses, shutdown_rx.clone());
-    pushers.push(listen_for_doorbells(store.clone(), push.clone(), shutdown_rx.clone()));
+    pushers.push(listen_for_doorbells(store.pool().clone(), push.clone(), shutdown_rx.clone()));
     if let Some(base) = options.public_url.configured() {
         tracing::info!(public_url = base, "handing out URLs under the configured public base");
     }
@@ -146,14 +146,16 @@ async fn wait_for_signal() {
 
 /// Delivers doorbells decided on any replica (announced with `pg_notify` at their commit) to the
 /// streams this process holds. The listener reconnects by itself when its connection drops;
-/// doorbells announced meanwhile are lost as hints, and the heartbeat re-rings the work.
-fn listen_for_doorbells(
-    store: PgStore,
+/// doorbells announced meanwhile reach their stream when it reconnects with `Last-Event-ID`, or
+/// as the heartbeat re-rings the work. Public so a replica served in process (the stress run)
+/// delivers as a server does.
+pub fn listen_for_doorbells(
+    pool: sqlx::PgPool,
     hub: Arc<Hub>,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut listener = match sqlx::postgres::PgListener::connect_with(store.pool()).await {
+        let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::error!(%error, "cannot listen for doorbells; streams get only this replica's rings");
