@@ -35,9 +35,10 @@ impl<S: Store> Replicas<S> {
         for replica in 0..config.in_process_replicas {
             let store = in_process_store(database_url, config, replica, hook).await.unwrap_or_else(|e| panic!("{e}"));
             stores.push(store.clone());
-            let (base, mut handles) = serve_in_process(store, config.reaper_interval, shutdown_rx.clone())
-                .await
-                .unwrap_or_else(|e| panic!("replica {replica}: {e}"));
+            let (base, mut handles) =
+                serve_in_process(store, database_url, config.reaper_interval, shutdown_rx.clone())
+                    .await
+                    .unwrap_or_else(|e| panic!("replica {replica}: {e}"));
             bases.push(base);
             tasks.append(&mut handles);
         }
@@ -70,17 +71,30 @@ impl<S: Store> Replicas<S> {
     }
 }
 
-/// Serves the production router over `store` on 127.0.0.1:0 with the sweeps running, both
-/// stopping when `shutdown` turns true.
+/// Serves the production router over `store` on 127.0.0.1:0 with what `switchboard serve` runs
+/// beside it: the sweeps, the push loops under a replica id of its own, and the listener that
+/// delivers doorbells other replicas decided to the streams it holds (issue #51: without them a
+/// stream attached here heard only this replica's rings). All stop when `shutdown` turns true.
 async fn serve_in_process<S: Store>(
     store: S,
+    database_url: &str,
     reaper_interval: Duration,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(String, Vec<JoinHandle<()>>), String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let sweeps = engine::sweeps::spawn(store.clone(), reaper_interval, shutdown.clone());
-    let app = server::app::router(server::app::AppState::new(store));
+    let hub = std::sync::Arc::new(server::push::Hub::new(server::push::Hub::random_replica_id()));
+    let mut handles = server::push::tasks::spawn(
+        store.clone(),
+        hub.clone(),
+        reaper_interval,
+        server::hook_sender::AddressPolicy::PublicOnly,
+        shutdown.clone(),
+    );
+    let pool = sqlx::PgPool::connect(database_url).await.map_err(|e| format!("connect for doorbells: {e}"))?;
+    handles.push(server::serve::listen_for_doorbells(pool, hub.clone(), shutdown.clone()));
+    let app = server::app::router(server::app::AppState { push: hub, ..server::app::AppState::new(store) });
     let mut graceful = shutdown;
     let serving = tokio::spawn(async move {
         let served = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -90,7 +104,8 @@ async fn serve_in_process<S: Store>(
             tracing::warn!(%error, "in-process replica stopped with an error");
         }
     });
-    Ok((format!("http://{address}"), vec![sweeps, serving]))
+    handles.extend([sweeps, serving]);
+    Ok((format!("http://{address}"), handles))
 }
 
 /// A `switchboard serve` child process.
@@ -105,10 +120,20 @@ impl ProcessReplica {
         database_url: &str,
         config: &StressConfig,
     ) -> Result<ProcessReplica, String> {
+        ProcessReplica::start_on(binary, database_url, config, "127.0.0.1:0").await
+    }
+
+    /// `start`, listening on `listen` (a killed replica comes back on its own address).
+    pub(super) async fn start_on(
+        binary: &Path,
+        database_url: &str,
+        config: &StressConfig,
+        listen: &str,
+    ) -> Result<ProcessReplica, String> {
         let reaper_seconds = config.reaper_interval.as_secs().max(1).to_string();
         let pool_size = config.pool_connections_max.max(2).to_string();
         let mut child = tokio::process::Command::new(binary)
-            .args(["serve", "--database-url", database_url, "--listen", "127.0.0.1:0"])
+            .args(["serve", "--database-url", database_url, "--listen", listen])
             .args(["--reaper-interval", &reaper_seconds, "--pool-size", &pool_size])
             .env_remove("DATABASE_URL")
             .env("RUST_LOG", "warn")
@@ -137,6 +162,11 @@ impl ProcessReplica {
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(ProcessReplica { child, base })
+    }
+
+    /// SIGKILL: the process dies mid-work, as in a crash.
+    pub(super) async fn kill(&mut self) {
+        let _ = self.child.kill().await;
     }
 
     /// SIGTERM (graceful stop), then SIGKILL if it takes longer than 20 s.
