@@ -21,8 +21,12 @@
 //! a `StoreHook`, so a caller can run the same stress against a deliberately broken engine.
 
 mod agents;
+mod injected;
+mod push;
 mod replicas;
 
+pub use injected::FaultPlan;
+pub use push::{PushPlan, PushVerdict};
 pub use replicas::switchboard_binary;
 
 use crate::sql_invariants::{self, InvariantReport};
@@ -78,6 +82,10 @@ pub struct StressConfig {
     pub reaper_interval: Duration,
     pub pool_connections_max: u32,
     pub seed: u64,
+    /// Listeners whose doorbells are judged (issue #51); None: push is not judged.
+    pub push: Option<PushPlan>,
+    /// Faults injected while the agents work (issue #51); None: none.
+    pub faults: Option<FaultPlan>,
 }
 
 impl StressConfig {
@@ -113,6 +121,36 @@ impl StressConfig {
             reaper_interval: Duration::from_secs(1),
             pool_connections_max: 8,
             seed: 30,
+            push: None,
+            faults: None,
+        }
+    }
+
+    /// The push stress the mutant hunt runs: listeners and the mix, no faults, every replica in
+    /// process (so every push pass runs the seeded bug, which the processes' binary cannot).
+    pub fn push_hunt() -> StressConfig {
+        StressConfig {
+            run_for: Duration::from_secs(14),
+            in_process_replicas: 3,
+            process_replicas: 0,
+            push: Some(PushPlan::small()),
+            faults: None,
+            seed: 51,
+            ..StressConfig::small()
+        }
+    }
+
+    /// The push stress (issue #51): the small mix with listeners whose doorbells are judged, a
+    /// replica process killed and started again, the database crashed and restarted, and
+    /// clients that hang up mid-request. Longer, so each listener sees several reopenings.
+    pub fn push_and_faults() -> StressConfig {
+        StressConfig {
+            run_for: Duration::from_secs(24),
+            policy_edits: 8,
+            push: Some(PushPlan::small()),
+            faults: Some(FaultPlan::small()),
+            seed: 51,
+            ..StressConfig::small()
         }
     }
 }
@@ -145,6 +183,16 @@ pub struct Tally {
     /// Answers no agent should get (internal, unavailable, a malformed answer …).
     pub unexpected: Vec<String>,
     pub unexpected_count: u64,
+    /// The push part (`PushPlan`): todos its bursts created, creates a fault refused (503, so
+    /// never acknowledged), and the gates' acknowledged policy changes.
+    pub push_todos_created: u64,
+    pub push_refused_by_faults: u64,
+    pub push_gate_changes: u64,
+    /// Requests a client gave up on mid-flight (`FaultPlan::aborted_requests`).
+    pub aborted_requests: u64,
+    /// Answers `unavailable` (503, REQ-9: fail closed): expected only while a fault keeps the
+    /// database away, so a run without faults requires none.
+    pub unavailable: u64,
 }
 
 impl Tally {
@@ -178,6 +226,10 @@ pub struct StressReport {
     /// admission), and the claimers in them, summed the same way: more claimers than groups
     /// means some transaction claimed for several.
     pub metrics_groups: Option<(u64, u64)>,
+    /// The push judge's verdict (None without a `PushPlan`).
+    pub push: Option<PushVerdict>,
+    /// The faults injected, in the order they were, in words.
+    pub faults_injected: Vec<String>,
     pub elapsed: Duration,
 }
 
@@ -194,7 +246,7 @@ impl std::fmt::Display for StressReport {
             f,
             "stress: {:.1?}; claims {} (named {}), completes {}, fails {}, releases {}, abandoned {}, stale refused {}, \
              claim conflicts {}, refusals {} {:?}, takeovers {}, policy edits {}, todos {}, transport errors {}, \
-             unexpected {}",
+             unavailable {}, unexpected {}",
             self.elapsed,
             t.claims,
             t.named_claims,
@@ -210,6 +262,7 @@ impl std::fmt::Display for StressReport {
             t.policy_edits,
             t.todos_created,
             t.transport_errors,
+            t.unavailable,
             t.unexpected_count
         )?;
         writeln!(f, "  claims by queue {:?}; refusals by queue {:?}", t.claims_by_queue, t.refusals_by_queue)?;
@@ -220,6 +273,21 @@ impl std::fmt::Display for StressReport {
         )?;
         for line in &t.unexpected {
             writeln!(f, "  unexpected: {line}")?;
+        }
+        if !self.faults_injected.is_empty() || t.aborted_requests > 0 {
+            writeln!(
+                f,
+                "  faults: {}; requests abandoned mid-flight {}",
+                self.faults_injected.join("; "),
+                t.aborted_requests
+            )?;
+        }
+        if let Some(push) = &self.push {
+            writeln!(
+                f,
+                "  {push}\n  push load: {} burst todos, {} refused by faults, {} gate changes",
+                t.push_todos_created, t.push_refused_by_faults, t.push_gate_changes
+            )?;
         }
         write!(f, "  {}", self.invariants)
     }
@@ -272,8 +340,14 @@ pub async fn run_with<H: StoreHook>(database_url: &str, config: &StressConfig, h
     let pool = sqlx::PgPool::connect(database_url).await.unwrap_or_else(|e| panic!("connect {database_url}: {e}"));
     engine::pg_store::MIGRATOR.run(&pool).await.unwrap_or_else(|e| panic!("migrate: {e}"));
 
-    let replicas = Replicas::start(&binary, database_url, config, hook).await;
+    let mut replicas = Replicas::start(&binary, database_url, config, hook).await;
     let world = Arc::new(World::bootstrap(&binary, database_url, config, replicas.bases.clone()).await);
+    let listeners = match &config.push {
+        Some(plan) => {
+            Some(Arc::new(push::Listeners::bootstrap(&binary, database_url, replicas.bases.clone(), plan).await))
+        }
+        None => None,
+    };
     let tally = Arc::new(Mutex::new(Tally::default()));
     let targets = world.todo_targets(config);
     let initial = targets.len() * 6 / 10;
@@ -285,12 +359,21 @@ pub async fn run_with<H: StoreHook>(database_url: &str, config: &StressConfig, h
     let wait = creation_grace.to_std().unwrap_or_default() + Duration::from_millis(300);
     tokio::time::sleep(wait.saturating_sub(since_policies)).await;
 
-    run_agents(&world, config, &targets[initial..], &tally).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let faults = injected::inject(&binary, database_url, config, &mut replicas, listeners.as_deref(), &world, &tally);
+    let ((), faults_injected) =
+        tokio::join!(run_agents(&world, config, &targets[initial..], &tally, listeners.as_ref(), &stop), faults);
     let claimed_at_end = wait_for_quiescence(&pool, config).await;
     let ReplicaCounters { claimed: metrics_claimed, charged: metrics_charged, groups: metrics_groups } =
         replica_counters(&world, &replicas).await;
     replicas.stop(&tally).await;
     let invariants = sql_invariants::check(&pool).await.unwrap_or_else(|e| panic!("invariant queries failed: {e}"));
+    let push = match &listeners {
+        Some(listeners) => {
+            Some(listeners.judge(&pool).await.unwrap_or_else(|e| panic!("push judge queries failed: {e}")))
+        }
+        None => None,
+    };
     pool.close().await;
     let tally = lock(&tally).clone();
     StressReport {
@@ -300,15 +383,27 @@ pub async fn run_with<H: StoreHook>(database_url: &str, config: &StressConfig, h
         metrics_claimed,
         metrics_charged,
         metrics_groups,
+        push,
+        faults_injected,
         elapsed: started.elapsed(),
     }
 }
 
-/// The claimers, the producer (the rest of `targets`, over the first half of the run) and the
-/// owner's policy edits, for `config.run_for`; then they stop and are joined.
-async fn run_agents(world: &Arc<World>, config: &StressConfig, rest: &[(String, String)], tally: &Arc<Mutex<Tally>>) {
-    let stop = Arc::new(AtomicBool::new(false));
+/// The claimers, the producer (the rest of `targets`, over the first half of the run), the
+/// owner's policy edits and the listeners, if any, for `config.run_for`; then `stop` is set and
+/// they are joined.
+async fn run_agents(
+    world: &Arc<World>,
+    config: &StressConfig,
+    rest: &[(String, String)],
+    tally: &Arc<Mutex<Tally>>,
+    listeners: Option<&Arc<push::Listeners>>,
+    stop: &Arc<AtomicBool>,
+) {
     let mut workers = Vec::new();
+    if let (Some(listeners), Some(plan)) = (listeners, &config.push) {
+        workers.extend(listeners.spawn(plan, config, tally, stop));
+    }
     for claimer in 0..config.claimers {
         let (world, tally, stop, config) = (world.clone(), tally.clone(), stop.clone(), config.clone());
         workers.push(tokio::spawn(async move { claim_loop(claimer, &world, &config, &tally, &stop).await }));

@@ -28,7 +28,7 @@ async fn real_concurrency_stress_keeps_every_invariant_in_sql() {
     let tally = &report.tally;
     let invariants = &report.invariants;
     assert!(invariants.passed(), "invariants broken:\n{report}");
-    assert_eq!((tally.unexpected_count, tally.transport_errors), (0, 0), "{report}");
+    assert_eq!((tally.unexpected_count, tally.transport_errors, tally.unavailable), (0, 0, 0), "{report}");
     assert_eq!(report.claimed_at_end, 0, "the reapers should have returned every lapsed claim:\n{report}");
     // Every committed claim was answered to exactly one agent, and every todo is still there.
     assert_eq!(tally.claims as i64, invariants.claims_committed, "{report}");

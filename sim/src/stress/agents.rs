@@ -130,6 +130,7 @@ impl World {
         let body = json!({"scope": scope, "queue": queue, "title": format!("stress {n}"), "max_attempts": 4});
         match self.send(reqwest::Method::POST, &format!("{base}/api/v1/todos"), &self.owner_token, Some(body)).await {
             Ok((201, _)) => lock(tally).todos_created += 1,
+            Ok((503, _)) => lock(tally).unavailable += 1,
             Ok((status, body)) => lock(tally).unexpected(format!("create todo: {status} {body}")),
             Err(_) => lock(tally).transport_errors += 1,
         }
@@ -180,7 +181,7 @@ impl World {
 }
 
 /// Runs `switchboard admin ARGS` and returns its JSON answer.
-async fn admin(binary: &Path, args: &[&str]) -> Value {
+pub(super) async fn admin(binary: &Path, args: &[&str]) -> Value {
     let output = tokio::process::Command::new(binary)
         .arg("admin")
         .args(args)
@@ -339,6 +340,8 @@ async fn named_claim(
 fn unexpected(tally: &Mutex<Tally>, verb: &str, outcome: Tool) {
     let mut tally = lock(tally);
     match outcome {
+        Tool::Refused { code, .. } if code == "unavailable" => tally.unavailable += 1,
+        Tool::Failed(error) if error.contains("HTTP 503") => tally.unavailable += 1,
         Tool::Ok(answer) => tally.unexpected(format!("{verb}: unexpected answer {answer}")),
         Tool::Refused { content, .. } => tally.unexpected(format!("{verb}: {content}")),
         Tool::Failed(error) if error.contains("HTTP") || error.contains("not a tool result") => {
@@ -389,6 +392,10 @@ pub(super) async fn edit_policies(world: &World, config: &StressConfig, tally: &
                     break;
                 }
                 429 => tokio::time::sleep(Duration::from_millis(1100)).await,
+                503 => {
+                    lock(tally).unavailable += 1;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
                 _ => {
                     lock(tally).unexpected(format!("PUT policy {queue}: {status} {body}"));
                     break;
@@ -400,4 +407,36 @@ pub(super) async fn edit_policies(world: &World, config: &StressConfig, tally: &
 
 fn lock_policies(world: &World) -> std::sync::MutexGuard<'_, BTreeMap<String, Value>> {
     world.policies.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Clients that hang up mid-request (issue #51): `count` requests spread over `spread`, each an
+/// MCP `claim_next` or an API create, abandoned after 0–30 ms. Some are cut before the claim
+/// transaction takes its policy lock, some after it, some after the commit; what committed must
+/// keep every invariant, and what did not must leave no trace (a claim whose answer was lost
+/// lapses and is reaped like any other).
+pub(super) async fn abandon_requests(world: &World, count: usize, spread: Duration, seed: u64, tally: &Mutex<Tally>) {
+    if count == 0 {
+        return;
+    }
+    let mut rng = crate::faults::Rng::new(seed ^ 0xab4d_0051);
+    let pause = spread.checked_div(count as u32).unwrap_or_default();
+    let team_queues: Vec<String> = lock_policies(world).keys().cloned().collect();
+    for n in 0..count {
+        let base = &world.replicas[n % world.replicas.len()];
+        let endpoint = &world.endpoints[n % world.endpoints.len()];
+        let request = if rng.below(2) == 0 || team_queues.is_empty() {
+            let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "claim_next", "arguments": {"lease_ttl_seconds": 1}}});
+            world.http.post(format!("{base}/mcp/{}", endpoint.slug)).bearer_auth(&endpoint.token).json(&call)
+        } else {
+            let queue = &team_queues[rng.below(team_queues.len() as u64) as usize];
+            let body = json!({"scope": format!("team:{}", world.team_slug), "queue": queue,
+                              "title": format!("abandoned {n}"), "max_attempts": 4});
+            world.http.post(format!("{base}/api/v1/todos")).bearer_auth(&world.owner_token).json(&body)
+        };
+        let give_up_after = Duration::from_millis(rng.below(30));
+        let _ = tokio::time::timeout(give_up_after, request.send()).await;
+        lock(tally).aborted_requests += 1;
+        tokio::time::sleep(pause).await;
+    }
 }
