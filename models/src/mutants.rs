@@ -59,10 +59,19 @@ pub enum Mutant {
     /// is skipped although the takeover of that lease is admitted (REQ-4; issue #28). Hooked in
     /// `PgStore` only, so the differential run sees the takeover the model makes.
     PreSkipCountsLapsed,
+    /// The session pick skips a session another transaction holds (`SKIP LOCKED`), so a ring
+    /// that meets the endpoint's only session busy finds nobody while its pass still consumes
+    /// the watch or the due row: the ring is lost (REQ-8; issue #51, the code before the fix).
+    /// Hooked in `PgStore` only; hunted by the stress run's push judge.
+    RingSkipsBusySession,
+    /// The reopen sweep rings a reopened identity but keeps its watch, so the next pass, on any
+    /// replica, rings the same reopening again (REQ-8: exactly one ring per reopening). Hooked in
+    /// `PgStore` only; hunted by the stress run's push judge.
+    ReopenWatchKept,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 17] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -80,6 +89,8 @@ impl Mutant {
         Mutant::RedefinitionStartsAtZero,
         Mutant::WatchOnRefusalOnly,
         Mutant::PreSkipCountsLapsed,
+        Mutant::RingSkipsBusySession,
+        Mutant::ReopenWatchKept,
     ];
 
     pub fn name(self) -> &'static str {
@@ -101,7 +112,15 @@ impl Mutant {
             Mutant::RedefinitionStartsAtZero => "redefinition-starts-at-zero",
             Mutant::WatchOnRefusalOnly => "watch-on-refusal-only",
             Mutant::PreSkipCountsLapsed => "pre-skip-counts-lapsed-leases",
+            Mutant::RingSkipsBusySession => "ring-skips-a-busy-session",
+            Mutant::ReopenWatchKept => "reopen-watch-kept-after-its-ring",
         }
+    }
+
+    /// Whether the bug lives in push delivery on `PgStore` under real concurrency, where only
+    /// the stress run's push judge can see it (issue #51).
+    pub fn push_stress_only(self) -> bool {
+        matches!(self, Mutant::RingSkipsBusySession | Mutant::ReopenWatchKept)
     }
 
     /// Whether the bug is hooked only in the reference `ModelStore` (the push pipeline's bugs):

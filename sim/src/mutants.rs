@@ -7,7 +7,9 @@
 //! cannot produce (it serialises the database), so it is hunted with the real-concurrency stress
 //! run, whose invariants are checked in SQL. The push pipeline's bugs are hooked in the reference
 //! `ModelStore` only (`Mutant::model_store_only`), so they are hunted on model runs, whose
-//! ledger, outbox and push journal the push invariants judge.
+//! ledger, outbox and push journal the push invariants judge. Push delivery's own bugs on
+//! `PgStore` (`Mutant::push_stress_only`, issue #51) need real concurrency to show: they are
+//! hunted with the stress run's push judge on in-process replicas, which run the bug.
 
 use crate::config::Config;
 use crate::runner;
@@ -23,6 +25,8 @@ pub enum Judge {
     Differential,
     /// The real-concurrency stress run's SQL invariants.
     Stress,
+    /// The real-concurrency stress run's push judge (`stress::PushVerdict`).
+    PushStress,
 }
 
 /// How a hunt ended.
@@ -82,14 +86,36 @@ pub fn one_stress(seed: u64) -> Vec<String> {
     })
 }
 
+/// The push stress at the scale the hunt uses (`StressConfig::push_hunt`): the push judge's
+/// violations, then the SQL invariants', if any.
+pub fn one_push_stress(seed: u64) -> Vec<String> {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return vec![format!("no runtime for the stress run: {error}")],
+    };
+    runtime.block_on(async {
+        let database = engine::testing::fresh_database().await;
+        let mut config = crate::stress::StressConfig::push_hunt();
+        config.seed = seed;
+        let report = crate::stress::run(&database.url, &config).await;
+        engine::testing::drop_database(&database).await;
+        let push = report.push.map(|verdict| verdict.violations).unwrap_or_default();
+        let sql = report.invariants.violations.iter().map(|v| format!("sql {:?}: {}", v.invariant, v.detail));
+        push.into_iter().chain(sql).collect()
+    })
+}
+
 /// Hunts one bug for at most `seeds` seeds (stress runs: at most 3), then checks that the seed
 /// that caught it is clean without the bug.
 pub fn hunt(mutant: Mutant, seeds: u64) -> Hunt {
     let stress = mutant == Mutant::CheckOutsideLock;
-    let tries = if stress { seeds.clamp(1, 3) } else { seeds };
+    let push_stress = mutant.push_stress_only();
+    let tries = if stress || push_stress { seeds.clamp(1, 3) } else { seeds };
     let run = |seed: u64| -> Option<(Judge, String)> {
         if stress {
             one_stress(seed).into_iter().next().map(|how| (Judge::Stress, how))
+        } else if push_stress {
+            one_push_stress(seed).into_iter().next().map(|how| (Judge::PushStress, how))
         } else if mutant.model_store_only() {
             one_model_seed(seed)
         } else {
@@ -124,7 +150,7 @@ pub fn hunt_all(seeds: u64) -> ExitCode {
         match hunt(mutant, seeds) {
             Hunt::Caught { after_seeds, judge, how } => {
                 caught += 1;
-                let unit = if judge == Judge::Stress { "stress run" } else { "seed" };
+                let unit = if matches!(judge, Judge::Stress | Judge::PushStress) { "stress run" } else { "seed" };
                 let plural = if after_seeds == 1 { "" } else { "s" };
                 println!(
                     "{:<36} caught after {after_seeds} {unit}{plural} by {judge:?} ({:.1} s): {}",
@@ -132,7 +158,7 @@ pub fn hunt_all(seeds: u64) -> ExitCode {
                     started.elapsed().as_secs_f64(),
                     truncate(&how, 200)
                 );
-                if judge != Judge::Stress {
+                if !matches!(judge, Judge::Stress | Judge::PushStress) {
                     let store = if mutant.model_store_only() { "model" } else { "postgres" };
                     println!(
                         "{:<36} replay: cargo run -p sim --release --features mutants -- run --store {store} \

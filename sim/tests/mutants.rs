@@ -32,6 +32,11 @@ fn the_harness_catches_seeded_bugs_of_each_kind() {
         // counts a lapsed lease as a slot skips a takeover the model makes: the differential run.
         (Mutant::WatchOnRefusalOnly, Judge::Invariants),
         (Mutant::PreSkipCountsLapsed, Judge::Differential),
+        // Issue #51: push delivery on PostgreSQL under real concurrency. A ring that skips a busy
+        // session loses reopenings; a sweep that keeps the watch rings one reopening on every
+        // pass. Only the stress run's push judge sees either.
+        (Mutant::RingSkipsBusySession, Judge::PushStress),
+        (Mutant::ReopenWatchKept, Judge::PushStress),
     ] {
         match hunt(mutant, 8) {
             Hunt::Caught { after_seeds, judge: found, how } => {

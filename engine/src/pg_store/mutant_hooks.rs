@@ -187,3 +187,15 @@ pub(super) fn redefinition_starts_at_zero() -> bool {
 pub(super) fn redelivery_treated_as_new() -> bool {
     active(Mutant::DedupIgnored)
 }
+
+/// The push session pick: whether it skips a session another transaction holds
+/// (`RingSkipsBusySession`; REQ-8, issue #51: a busy session is still rung).
+pub(super) fn ring_skips_busy_session() -> bool {
+    active(Mutant::RingSkipsBusySession)
+}
+
+/// The reopen sweep: whether a rung identity's watch is kept (`ReopenWatchKept`; REQ-8 rings a
+/// reopening once).
+pub(super) fn reopen_keeps_the_watch() -> bool {
+    active(Mutant::ReopenWatchKept)
+}

@@ -5,7 +5,7 @@
 use super::watch_key;
 use crate::pg_store::rows::TodoRow;
 use crate::pg_store::sql::TODO_COLUMNS;
-use crate::pg_store::{PgStore, db_error};
+use crate::pg_store::{PgStore, db_error, mutant_hooks};
 use chrono::{DateTime, Utc};
 use models::error::Result;
 use models::identity::QueueIdentity;
@@ -150,6 +150,10 @@ impl PgStore {
         let mut report = PushReport::default();
         for identity in identities.iter().filter(|i| !deferred.contains(i)) {
             let (kind, owner) = watch_key(identity);
+            if mutant_hooks::reopen_keeps_the_watch() {
+                report.absorb(self.reopen_identity(tx, identity, now).await?);
+                continue;
+            }
             sqlx::query("DELETE FROM admission_reopen_watch WHERE owner_kind = $1 AND owner_id = $2 AND queue = $3")
                 .bind(kind)
                 .bind(owner)

@@ -3,13 +3,23 @@
 //! enabled notify hook. Every pass (dispatch, reopen, heartbeat, digest) delivers through here.
 
 use super::{PUSH_CHANNEL, Target, new_id, ring_announcement};
-use crate::pg_store::{PgStore, db_error};
+use crate::pg_store::{PgStore, db_error, mutant_hooks};
 use chrono::{DateTime, Duration, Utc};
 use models::error::{Error, Result};
 use models::presence::Presence;
 use models::push::{self, DigestReason, DueReason, PushReport, Ring, RingReason, SESSION_STALE_SECONDS};
 use models::todo::Todo;
 use sqlx::{Postgres, Transaction};
+
+/// The least recently rung live session of the endpoints `$1`, kept from deletion (`ring_one`).
+const PICK_SESSION: &str = "SELECT id, endpoint_id, stream_replica FROM mcp_sessions \
+     WHERE endpoint_id = ANY($1) AND stream_replica IS NOT NULL AND last_seen_at > $2 \
+     ORDER BY last_rung_at NULLS FIRST, id LIMIT 1 FOR KEY SHARE";
+/// `PICK_SESSION` as it was before issue #51, skipping a held session: the seeded
+/// `RingSkipsBusySession` bug only.
+const PICK_SKIPPING_BUSY: &str = "SELECT id, endpoint_id, stream_replica FROM mcp_sessions \
+     WHERE endpoint_id = ANY($1) AND stream_replica IS NOT NULL AND last_seen_at > $2 \
+     ORDER BY last_rung_at NULLS FIRST, id LIMIT 1 FOR UPDATE SKIP LOCKED";
 
 impl PgStore {
     /// Rings one session for a todo (the least recently rung among the endpoints in presence
@@ -68,16 +78,14 @@ impl PgStore {
         if endpoint_ids.is_empty() {
             return Ok(None);
         }
-        let session: Option<(String, String, String)> = sqlx::query_as(
-            "SELECT id, endpoint_id, stream_replica FROM mcp_sessions \
-             WHERE endpoint_id = ANY($1) AND stream_replica IS NOT NULL AND last_seen_at > $2 \
-             ORDER BY last_rung_at NULLS FIRST, id LIMIT 1 FOR KEY SHARE",
-        )
-        .bind(endpoint_ids)
-        .bind(now - Duration::seconds(SESSION_STALE_SECONDS))
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_error)?;
+        // The seeded `RingSkipsBusySession` bug's variant skips a held row (the code before #51).
+        let pick = if mutant_hooks::ring_skips_busy_session() { PICK_SKIPPING_BUSY } else { PICK_SESSION };
+        let session: Option<(String, String, String)> = sqlx::query_as(pick)
+            .bind(endpoint_ids)
+            .bind(now - Duration::seconds(SESSION_STALE_SECONDS))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_error)?;
         let Some((session_id, endpoint_id, replica_id)) = session else {
             return Ok(None);
         };
