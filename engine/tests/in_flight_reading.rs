@@ -55,7 +55,7 @@ async fn req6_the_in_flight_full_hint_is_the_earliest_live_lease_plus_the_reaper
     let expected = at("2026-11-30T09:10:00Z") + Duration::seconds(30);
     assert_eq!(
         refused.extras.get("next_eligible_at").and_then(|t| t.as_str()).map(str::to_string),
-        Some(expected.to_rfc3339()),
+        Some(models::window::wire_instant(expected)),
         "{refused:?}"
     );
     let status = world.store.queue_admissions(std::slice::from_ref(&queue)).await.expect("status").remove(0);
