@@ -13,7 +13,7 @@ use board_support::world::{
     Ep, LA, Web, World, claim_next, daily, fill, focused, next_midnight, press, read_row, select_all,
 };
 use board_support::{BROWSER_TZ, BROWSER_WAIT, Browser, Driver, Js};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use fantoccini::Locator;
 use fantoccini::key::Key;
@@ -546,4 +546,85 @@ async fn req11_clear_all_through_the_confirmation_page_discards_exactly_the_pend
         assert_eq!(world.todo_state(&world.owner, id).await, "claimed", "{id}");
     }
     browser.close().await;
+}
+
+/// The form's synchronizer token on a board page's HTML.
+fn csrf_in(html: &str) -> String {
+    let after = html.split("name=\"csrf\" value=\"").nth(1).expect("a csrf field");
+    after.split('"').next().expect("its value").to_string()
+}
+
+/// `at` as the board writes it in `zone`: "09:00 CET on Tue 8 Dec" (`%Z` is the generic name
+/// for zones without an XST/XDT pair, as Berlin and Tokyo are).
+fn written_in(at: DateTime<Utc>, zone: Tz) -> String {
+    at.with_timezone(&zone).format("%H:%M %Z on %a %-d %b").to_string()
+}
+
+// SPEC-0030 REQ-11 "shown ... in the viewer's local time", issue #51: without JavaScript every
+// time a page shows was UTC. A human's zone, set on the board by hand (refused with the field
+// named when unknown, changing nothing) or sent by the script from the browser the first time it
+// runs with none set, is what pages write times in server-side; UTC only while none is known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req11_every_time_a_page_shows_is_in_the_viewers_own_zone_without_javascript() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["investigations"]).await;
+    world.policy(&world.owner, &ep, "investigations", daily(1, "America/Los_Angeles")).await;
+    world.create_many(&world.owner, &ep, "investigations", "todo", 2).await;
+    assert!(claim_next(&world.api, &ep).await.is_some(), "the one claim of the day");
+    let (_, status) = world.admission(&world.owner, &ep, "investigations").await;
+    let resets: DateTime<Utc> =
+        status["status"]["window_resets_at"].as_str().and_then(|t| t.parse().ok()).expect("resets at");
+    let queue = format!("/queues/endpoint:{}/investigations", ep.id);
+
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::Off, 0).await;
+    let web = Web::new(world.base(0), &browser.session_cookie().await.expect("cookie"));
+    let before = web.get(&queue).await;
+    assert!(before.body.contains(&written_in(resets, Tz::UTC)), "UTC while no zone is known: {}", before.body);
+    let settings = web.get("/settings/time-zone").await;
+    assert!(settings.body.contains("none is set yet"), "{}", settings.body);
+    let csrf = csrf_in(&settings.body);
+
+    let refused = web.post("/settings/time-zone", &format!("csrf={csrf}&zone=Mars%2FOlympus")).await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(refused.body.contains("zone: Mars/Olympus is not an IANA time zone name"), "{}", refused.body);
+    assert!(web.get("/settings/time-zone").await.body.contains("none is set yet"), "a refused zone changed nothing");
+
+    let saved = web.post("/settings/time-zone", &format!("csrf={csrf}&zone=Europe%2FBerlin")).await;
+    assert_eq!((saved.status, saved.location.as_deref()), (303, Some("/settings/time-zone")), "{saved:?}");
+    let berlin: Tz = "Europe/Berlin".parse().expect("zone");
+    let after = web.get(&queue).await;
+    assert!(after.body.contains("your time: <time class=\"local\""), "{}", after.body);
+    assert!(after.body.contains(&written_in(resets, berlin)), "the header in the viewer's zone: {}", after.body);
+    let tokens = web.get("/tokens").await;
+    assert!(!tokens.body.contains(" UTC on "), "the token page still writes UTC: {}", tokens.body);
+    // The script's request never replaces a zone set by hand.
+    let auto = web.post("/settings/time-zone", &format!("csrf={csrf}&zone=Asia%2FTokyo&auto=1")).await;
+    assert_eq!(auto.status, 204);
+    assert!(web.get(&queue).await.body.contains(&written_in(resets, berlin)), "the hand-set zone stays");
+    browser.close().await;
+
+    // A human with no zone whose browser runs the script: it sends the browser's zone once,
+    // and the next page is written in it server-side.
+    let second = world.human("second");
+    let theirs = world.vend(&second, "theirs", &["lane"]).await;
+    world.policy(&second, &theirs, "lane", daily(1, "America/Los_Angeles")).await;
+    world.create(&second, &theirs, "lane", "waits").await;
+    let scripted = driver.session(Js::On).await;
+    scripted.sign_in(world.base(0), &world.db.url, "second").await;
+    let web = Web::new(world.base(0), &scripted.session_cookie().await.expect("cookie"));
+    let tokyo: Tz = BROWSER_TZ.parse().expect("browser zone");
+    let deadline = Instant::now() + BROWSER_WAIT;
+    loop {
+        let page = web.get("/settings/time-zone").await;
+        if page.body.contains(&format!("value=\"{BROWSER_TZ}\"")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the browser's zone never arrived: {}", page.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let settings = web.get("/settings/time-zone").await.body;
+    let tokyo_name = Utc::now().with_timezone(&tokyo).format("%Z").to_string();
+    assert!(settings.contains(&format!(" {tokyo_name} on ")), "the page written in the browser's zone: {settings}");
+    scripted.close().await;
 }

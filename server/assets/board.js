@@ -3,7 +3,7 @@
 // queue headers and board rows from GET /events (native EventSource) and announces a queue
 // turning exhausted, paused or unavailable, (3) returns focus to the edit control after the policy editor, and
 // (4) shows copy buttons beside a value shown once (the vend wizard's URL and token), which
-// stay selectable text without it.
+// stay selectable text without it, and (5) sends the browser's time zone once, while none is set.
 // No inline code anywhere: the CSP is default-src 'self'.
 (function () {
   'use strict';
@@ -105,8 +105,21 @@
     }
   }
 
+  // (5) The first time the board runs with no time zone set for the human, it sends the
+  // browser's, so later pages are written in it server-side, JavaScript or not (REQ-11).
+  function sendZone() {
+    var signout = document.querySelector('form.signout[data-zone-unknown]');
+    if (!signout || !window.fetch || !window.Intl) return;
+    var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    var csrf = signout.querySelector('input[name=csrf]');
+    if (!zone || !csrf) return;
+    var body = new URLSearchParams({ csrf: csrf.value, zone: zone, auto: '1' });
+    fetch('/settings/time-zone', { method: 'POST', body: body, credentials: 'same-origin' }).catch(function () {});
+  }
+
   localise(document);
   copyButtons();
+  sendZone();
   returnFocus();
   countdown();
   live();

@@ -25,6 +25,7 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use chrono_tz::Tz;
 use models::error::{Code, Error};
 use models::presence::{CLOCK_IN_DEFAULT_SECONDS, Presence, PresenceSource, SHIFT_EXAMPLE};
 use models::push::{HOOKS_PER_ENDPOINT_MAX, NotifyHook};
@@ -118,8 +119,9 @@ pub(super) struct Tested {
 }
 
 impl PushPanel {
-    /// The endpoint's presence and hooks now, through the API's shared reads.
-    pub(super) async fn load(state: &Board, endpoint_id: &str) -> Result<PushPanel, Error> {
+    /// The endpoint's presence and hooks now, through the API's shared reads, with times in the
+    /// viewer's zone.
+    pub(super) async fn load(state: &Board, endpoint_id: &str, zone: Tz) -> Result<PushPanel, Error> {
         let view = push_api::presence_of(&state.store, endpoint_id).await?;
         let hooks = push_api::hooks_of(&state.store, endpoint_id).await?;
         let sessions = state.store.endpoint_sessions(endpoint_id, SESSIONS_SHOWN).await?;
@@ -134,7 +136,7 @@ impl PushPanel {
             },
             until: effective.until.map(|until| Until {
                 zone_text: view.shift.as_ref().map(|shift| zone_moment(until, shift.tz())),
-                local: LocalTime::new(until),
+                local: LocalTime::new(until, zone),
             }),
             shift: view.shift.as_ref().map(ToString::to_string),
             shift_example: SHIFT_EXAMPLE,
@@ -149,12 +151,12 @@ impl PushPanel {
             },
             durations: Vec::new(),
             errors: PushErrors::default(),
-            hooks: hooks.iter().map(|hook| HookRow::new(hook, &href)).collect(),
+            hooks: hooks.iter().map(|hook| HookRow::new(hook, &href, zone)).collect(),
             hooks_max: HOOKS_PER_ENDPOINT_MAX,
             tested: None,
             sessions: sessions
                 .iter()
-                .map(|s| (LocalTime::new(s.created_at), LocalTime::new(s.last_seen_at), s.streaming))
+                .map(|s| (LocalTime::new(s.created_at, zone), LocalTime::new(s.last_seen_at, zone), s.streaming))
                 .collect(),
         };
         panel.choose_duration();
@@ -175,7 +177,7 @@ impl PushPanel {
 }
 
 impl HookRow {
-    fn new(hook: &NotifyHook, endpoint_href: &str) -> HookRow {
+    fn new(hook: &NotifyHook, endpoint_href: &str, zone: Tz) -> HookRow {
         HookRow {
             id: hook.id.clone(),
             url: hook.url.clone(),
@@ -183,7 +185,7 @@ impl HookRow {
             enabled: hook.enabled,
             consecutive_failures: hook.consecutive_failures,
             disabled_reason: hook.disabled_reason.clone(),
-            created: LocalTime::new(hook.created_at),
+            created: LocalTime::new(hook.created_at, zone),
             test_action: format!("{endpoint_href}/hooks/{}/test", hook.id),
             remove_action: format!("{endpoint_href}/hooks/{}/remove", hook.id),
         }

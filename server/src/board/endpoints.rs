@@ -157,7 +157,7 @@ pub(super) async fn detail(
     let endpoint = visible(state, viewer, reference).await?;
     let names = snapshot::names(&state.store, &viewer.scope).await?;
     let manages = managed_endpoint(&state.store, &viewer.scope, endpoint.id.clone()).await.is_ok();
-    let push = if manages { Some(PushPanel::load(state, &endpoint.id).await?) } else { None };
+    let push = if manages { Some(PushPanel::load(state, &endpoint.id, viewer.zone()).await?) } else { None };
     let verbs = endpoint
         .verbs
         .iter()

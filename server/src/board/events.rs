@@ -106,7 +106,10 @@ impl Tick {
             // Best effort: a database hiccup skips a tick; the next one catches up.
             Err(_) => return,
         };
-        let Ok(headers) = snapshot::live_headers(&self.state.store, &viewer.scope, &self.names).await else { return };
+        let Ok(headers) = snapshot::live_headers(&self.state.store, &viewer.scope, &self.names, viewer.zone()).await
+        else {
+            return;
+        };
         for header in headers {
             let previous = self.sent.get(&header.queue.key);
             if previous.is_some_and(|version| *version == header.version) {

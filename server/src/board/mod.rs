@@ -25,6 +25,7 @@ pub mod sessions;
 mod settings;
 mod signin;
 mod snapshot;
+mod time_zone;
 mod tokens;
 mod usage;
 mod vend_wizard;
@@ -88,6 +89,7 @@ pub fn router(state: Board, shutdown: tokio::sync::watch::Receiver<bool>) -> Rou
         .route("/endpoints/{reference}/hooks/{hook_id}/test", post(endpoint_push::test_hook))
         .route("/endpoints/{reference}/hooks/{hook_id}/remove", post(endpoint_push::remove_hook))
         .route("/settings/capacity", get(settings::show).post(settings::save))
+        .route("/settings/time-zone", get(time_zone::show).post(time_zone::save))
         .layer(axum::Extension(events::Shutdown(shutdown)))
         .layer(DefaultBodyLimit::max(FORM_LIMIT_BYTES))
         .layer(middleware::map_response(crate::response_headers::security_headers))
@@ -100,6 +102,8 @@ pub struct Nav {
     pub human_name: String,
     pub csrf: String,
     pub admin: bool,
+    /// Whether the human has a time zone set; the script sends the browser's while not.
+    pub zone_known: bool,
 }
 
 /// A page that could not be shown: a redirect to sign in, or an error page with the status the

@@ -88,7 +88,7 @@ fn board_href(status: &str, search: &str, after: Option<&HeaderView>) -> String 
 /// by keyset over the title order.
 pub async fn board(State(state): State<Board>, headers: HeaderMap, Query(query): Query<BoardQuery>) -> PageResult {
     let viewer = require(&state, &headers).await?;
-    let all = snapshot::rows(&state.store, &viewer.scope).await?;
+    let all = snapshot::rows(&state.store, &viewer.scope, viewer.zone()).await?;
     let total = all.len();
     let status = if STATUS_FILTERS.contains(&query.status.as_str()) { query.status.clone() } else { String::new() };
     let search = query.q.trim().to_string();
@@ -187,11 +187,19 @@ pub async fn queue(
     let mut todos = state.store.queue_todos_page(&identity, cursor.as_ref(), TODOS_PER_PAGE + 1).await?;
     let more = todos.len() as i64 > TODOS_PER_PAGE;
     todos.truncate(TODOS_PER_PAGE as usize);
-    let header =
-        snapshot::header_for(&identity, &names, &viewer.scope, admissions.first(), (pending, claimed), &capacity);
+    let header = snapshot::header_for(
+        &identity,
+        &names,
+        &viewer.scope,
+        admissions.first(),
+        (pending, claimed),
+        &capacity,
+        viewer.zone(),
+    );
     let older_href = todos.last().filter(|_| more).map(|last| older_link(&header.queue.href, last));
-    let rows = todos.iter().map(|t| super::view::todo_view(t, admissions.first())).collect();
-    let usage = if header.manages { usage(&state.store, &identity, admissions.first()).await? } else { None };
+    let rows = todos.iter().map(|t| super::view::todo_view(t, admissions.first(), viewer.zone())).collect();
+    let usage =
+        if header.manages { usage(&state.store, &identity, admissions.first(), viewer.zone()).await? } else { None };
     let by_state: Vec<(&'static str, i64)> =
         [TodoState::Pending, TodoState::Claimed, TodoState::Failed, TodoState::Done, TodoState::Discarded]
             .into_iter()
@@ -229,6 +237,7 @@ async fn usage(
     store: &PgStore,
     identity: &QueueIdentity,
     admission: Option<&QueueAdmission>,
+    viewer_zone: chrono_tz::Tz,
 ) -> Result<Option<UsageView>> {
     let Some(policy) = admission.and_then(|a| a.policy.as_ref()) else { return Ok(None) };
     let (Some(limit), Some(window)) = (policy.max_claims_per_window, policy.window.as_ref()) else { return Ok(None) };
@@ -238,7 +247,7 @@ async fn usage(
     let oldest = detail.windows.iter().map(|(start, _)| *start).min().unwrap_or(day_ago).min(day_ago);
     let history = store.claim_history(identity, oldest.max(now - TimeDelta::days(USAGE_RETENTION_DAYS))).await?;
     let end_of = |start| window.window_containing(start).1;
-    Ok(Some(super::usage::usage_view(limit, window.tz, &detail.windows, end_of, &history, now)))
+    Ok(Some(super::usage::usage_view(limit, window.tz, viewer_zone, &detail.windows, end_of, &history, now)))
 }
 
 #[derive(Template, WebTemplate)]
@@ -279,7 +288,7 @@ pub async fn todo(State(state): State<Board>, headers: HeaderMap, Path(id): Path
     let admissions = state.store.queue_admissions(std::slice::from_ref(&todo.identity)).await?;
     let names = snapshot::names(&state.store, &viewer.scope).await?;
     let pretty = |value: &serde_json::Value| serde_json::to_string_pretty(value).unwrap_or_default();
-    let mut view = super::view::todo_view(&todo, admissions.first());
+    let mut view = super::view::todo_view(&todo, admissions.first(), viewer.zone());
     if todo.state != TodoState::Pending {
         view.chip = None;
     }
@@ -291,8 +300,8 @@ pub async fn todo(State(state): State<Board>, headers: HeaderMap, Path(id): Path
         dedup_key: todo.idempotency_key.clone(),
         payload: todo.payload.as_ref().map_or_else(|| "(none)".to_string(), pretty),
         result: todo.result.as_ref().map(pretty),
-        created: LocalTime::new(todo.created_at),
-        next_retry: todo.next_retry_at.map(LocalTime::new),
+        created: LocalTime::new(todo.created_at, viewer.zone()),
+        next_retry: todo.next_retry_at.map(|at| LocalTime::new(at, viewer.zone())),
         actions: actions_for(todo.state),
         manages: manages_any.contains(&todo.identity),
         todo: view,
@@ -337,7 +346,7 @@ pub async fn audit(
     let records = records
         .iter()
         .map(|r| AuditRow {
-            at: LocalTime::new(r.at),
+            at: LocalTime::new(r.at, viewer.zone()),
             at_zone: zone_moment(r.at, zone),
             actor: match (&r.actor_human_id, &r.actor_endpoint_id) {
                 (_, Some(endpoint)) => format!("endpoint {endpoint}"),

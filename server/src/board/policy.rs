@@ -265,7 +265,7 @@ async fn preview(state: &Board, viewer: &Viewer, identity: &QueueIdentity, field
         exhausted: replay
             .exhausted
             .iter()
-            .map(|w| (zone_moment(w.start, zone), LocalTime::new(w.exhausted_at)))
+            .map(|w| (zone_moment(w.start, zone), LocalTime::new(w.exhausted_at, viewer.zone())))
             .collect(),
         zone: zone.name().to_string(),
     });

@@ -1,6 +1,7 @@
-//! Board sign-in state on PostgreSQL: one-time login links and server-side sessions
-//! (migration 0009). Only SHA-256 digests of link tokens and session ids are stored, so a copy
-//! of the table signs nobody in.
+//! Board sign-in state on PostgreSQL: one-time login links, server-side sessions (migration
+//! 0009) and the signed-in human's time zone, which every page renders times in (migration
+//! 0022). Only SHA-256 digests of link tokens and session ids are stored, so a copy of the table
+//! signs nobody in.
 //!
 //! This lives beside the `Store` trait, not in it, because only `switchboard serve` on
 //! PostgreSQL has a board; the simulation's in-memory store never signs a browser in. Expiry
@@ -22,12 +23,14 @@ pub const LINK_TOKEN_PREFIX: &str = "sbl_";
 const SESSION_ID_PREFIX: &str = "sbs_";
 const CSRF_PREFIX: &str = "csrf_";
 
-/// A live session: who signed in, and the synchronizer token its forms carry.
+/// A live session: who signed in, the synchronizer token its forms carry, and the human's time
+/// zone as stored (None until set).
 #[derive(Debug, Clone)]
 pub struct Session {
     pub id_hash: String,
     pub human_id: String,
     pub csrf_token: String,
+    pub time_zone: Option<String>,
 }
 
 fn db_error(error: sqlx::Error) -> Error {
@@ -102,11 +105,12 @@ pub async fn lookup(pool: &PgPool, cookie_value: &str, touch: bool) -> Result<Op
         return Ok(None);
     }
     let id_hash = hash_token(cookie_value);
-    let row: Option<(String, String)> = sqlx::query_as(
-        "UPDATE board_sessions SET last_seen_at = CASE WHEN $2 THEN now() ELSE last_seen_at END \
-         WHERE id_hash = $1 AND last_seen_at > now() - make_interval(hours => $3::int) \
-           AND created_at > now() - make_interval(days => $4::int) \
-         RETURNING human_id, csrf_token",
+    let row: Option<(String, String, Option<String>)> = sqlx::query_as(
+        "UPDATE board_sessions s SET last_seen_at = CASE WHEN $2 THEN now() ELSE s.last_seen_at END \
+         FROM humans h \
+         WHERE s.id_hash = $1 AND s.last_seen_at > now() - make_interval(hours => $3::int) \
+           AND s.created_at > now() - make_interval(days => $4::int) AND h.id = s.human_id \
+         RETURNING s.human_id, s.csrf_token, h.time_zone",
     )
     .bind(&id_hash)
     .bind(touch)
@@ -115,7 +119,18 @@ pub async fn lookup(pool: &PgPool, cookie_value: &str, touch: bool) -> Result<Op
     .fetch_optional(pool)
     .await
     .map_err(db_error)?;
-    Ok(row.map(|(human_id, csrf_token)| Session { id_hash, human_id, csrf_token }))
+    Ok(row.map(|(human_id, csrf_token, time_zone)| Session { id_hash, human_id, csrf_token, time_zone }))
+}
+
+/// Sets the human's time zone (an IANA name the caller has checked), or forgets it.
+pub async fn set_time_zone(pool: &PgPool, human_id: &str, zone: Option<&str>) -> Result<()> {
+    sqlx::query("UPDATE humans SET time_zone = $2 WHERE id = $1")
+        .bind(human_id)
+        .bind(zone)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
 }
 
 /// Sign-out: the session row is deleted, so the cookie is worthless on every replica.

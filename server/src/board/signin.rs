@@ -30,11 +30,17 @@ pub struct Viewer {
 }
 
 impl Viewer {
+    /// The zone the viewer's pages show times in: the one set for the human, UTC until then.
+    pub fn zone(&self) -> chrono_tz::Tz {
+        self.session.time_zone.as_deref().and_then(|name| name.parse().ok()).unwrap_or(chrono_tz::Tz::UTC)
+    }
+
     pub fn nav(&self) -> Nav {
         Nav {
             human_name: self.scope.human.name.clone(),
             csrf: self.session.csrf_token.clone(),
             admin: self.scope.human.instance_admin,
+            zone_known: self.session.time_zone.is_some(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! queue page and the live stream, so a header reads the same wherever it is rendered.
 
 use super::view::{HeaderView, Names, QueueRef, header_fragment, header_view};
+use chrono_tz::Tz;
 use engine::PgStore;
 use models::capacity::Capacity;
 use models::error::Result;
@@ -32,17 +33,18 @@ pub fn header_for(
     admission: Option<&QueueAdmission>,
     counts: (i64, i64),
     capacity: &Capacity,
+    viewer_zone: Tz,
 ) -> HeaderView {
     let (pending, claimed) = counts;
     let pending = admission.map_or(pending, |a| a.pending);
-    let fragment = header_fragment(admission, pending, Some(claimed), capacity);
+    let fragment = header_fragment(admission, pending, Some(claimed), capacity, viewer_zone);
     header_view(QueueRef::new(identity, names), scope.manages.contains(identity), &fragment)
 }
 
 /// Every queue of the viewer's board, as table rows sorted by title: queues granted to their
 /// endpoints, queues with a policy, and queues with pending or claimed work, in their reach
 /// only. One read of each kind, whatever the number of queues.
-pub async fn rows(store: &PgStore, scope: &HumanScope) -> Result<Vec<HeaderView>> {
+pub async fn rows(store: &PgStore, scope: &HumanScope, viewer_zone: Tz) -> Result<Vec<HeaderView>> {
     let names = names(store, scope).await?;
     let capacity = store.queue_capacity().await?;
     let admissions = store.reach_admissions(&scope.reach).await?;
@@ -61,7 +63,7 @@ pub async fn rows(store: &PgStore, scope: &HumanScope) -> Result<Vec<HeaderView>
         .filter(|identity| scope.reach.contains(identity))
         .map(|identity| {
             let count = counts.get(identity).copied().unwrap_or((0, 0));
-            header_for(identity, &names, scope, admissions.get(identity).copied(), count, &capacity)
+            header_for(identity, &names, scope, admissions.get(identity).copied(), count, &capacity, viewer_zone)
         })
         .collect();
     rows.sort_by_cached_key(|row| (row.queue.title.to_lowercase(), row.queue.key.clone()));
@@ -69,12 +71,17 @@ pub async fn rows(store: &PgStore, scope: &HumanScope) -> Result<Vec<HeaderView>
 }
 
 /// The live headers of the viewer's queues with a policy (what `/events` compares each tick).
-pub async fn live_headers(store: &PgStore, scope: &HumanScope, names: &Names) -> Result<Vec<HeaderView>> {
+pub async fn live_headers(
+    store: &PgStore,
+    scope: &HumanScope,
+    names: &Names,
+    viewer_zone: Tz,
+) -> Result<Vec<HeaderView>> {
     let capacity = store.queue_capacity().await?;
     let admissions = store.reach_admissions(&scope.reach).await?;
     Ok(admissions
         .iter()
         .filter(|a| scope.reach.contains(&a.identity))
-        .map(|a| header_for(&a.identity, names, scope, Some(a), (a.pending, 0), &capacity))
+        .map(|a| header_for(&a.identity, names, scope, Some(a), (a.pending, 0), &capacity, viewer_zone))
         .collect())
 }

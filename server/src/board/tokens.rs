@@ -80,8 +80,8 @@ async fn page(state: &Board, viewer: &Viewer, form: MintForm, error: FieldError,
         .into_iter()
         .map(|token| Row {
             label: token.label.unwrap_or_default(),
-            created: LocalTime::new(token.created_at),
-            expires: token.expires_at.map(LocalTime::new),
+            created: LocalTime::new(token.created_at, viewer.zone()),
+            expires: token.expires_at.map(|at| LocalTime::new(at, viewer.zone())),
             expired: token.expires_at.is_some_and(|at| at <= now),
             revoke_href: format!("/tokens/{}/revoke", token.id),
         })

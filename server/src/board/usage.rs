@@ -103,6 +103,7 @@ fn ran_out_at(history: &[PastClaim], start: DateTime<Utc>, end: DateTime<Utc>, l
 pub fn usage_view(
     limit: i64,
     zone: Tz,
+    viewer_zone: Tz,
     windows: &[(DateTime<Utc>, i64)],
     end_of: impl Fn(DateTime<Utc>) -> DateTime<Utc>,
     history: &[PastClaim],
@@ -120,7 +121,7 @@ pub fn usage_view(
             start: start_text,
             used,
             ran_out_unknown: full && ran_out.is_none() && oldest_known.is_none_or(|first| first > start),
-            ran_out: ran_out.map(LocalTime::new),
+            ran_out: ran_out.map(|at| LocalTime::new(at, viewer_zone)),
         });
     }
     let scale_max = windows.iter().map(|(_, used)| *used).max().unwrap_or(0).max(limit);
@@ -137,12 +138,13 @@ pub fn usage_view(
     let hours: Vec<HourRow> = per_hour
         .iter()
         .enumerate()
-        .map(|(i, claims)| HourRow { hour: LocalTime::new(first_hour + TimeDelta::hours(i as i64)), claims: *claims })
+        .map(|(i, claims)| HourRow {
+            hour: LocalTime::new(first_hour + TimeDelta::hours(i as i64), viewer_zone),
+            claims: *claims,
+        })
         .collect();
-    let hour_values: Vec<(i64, String, bool)> = hours
-        .iter()
-        .map(|h| (h.claims, format!("hour from {}: {} claims", h.hour.utc_text, h.claims), false))
-        .collect();
+    let hour_values: Vec<(i64, String, bool)> =
+        hours.iter().map(|h| (h.claims, format!("hour from {}: {} claims", h.hour.text, h.claims), false)).collect();
     let hour_max = per_hour.iter().copied().max().unwrap_or(0);
 
     UsageView {
@@ -182,6 +184,7 @@ mod tests {
     fn bars_scale_to_the_larger_of_the_limit_and_the_usage() {
         let view = usage_view(
             4,
+            Tz::UTC,
             Tz::UTC,
             &[(at(3600), 2), (at(0), 4)],
             |s| s + TimeDelta::hours(1),

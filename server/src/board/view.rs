@@ -91,16 +91,18 @@ pub fn zone_moment(instant: DateTime<Utc>, zone: Tz) -> String {
     format!("{} {} on {}", local.format("%H:%M"), generic_zone_name(zone, instant), local.format("%a %-d %b"))
 }
 
-/// A time the script rewrites into the viewer's local zone; without JavaScript it reads UTC.
+/// A time in the viewer's own zone (REQ-11): written server-side in the zone the human set (or
+/// the browser reported), UTC only while it is unknown; the script rewrites it into the
+/// browser's zone when JavaScript runs.
 #[derive(Clone)]
 pub struct LocalTime {
     pub iso: String,
-    pub utc_text: String,
+    pub text: String,
 }
 
 impl LocalTime {
-    pub fn new(instant: DateTime<Utc>) -> LocalTime {
-        LocalTime { iso: crate::wire::rfc3339(instant), utc_text: zone_moment(instant, Tz::UTC) }
+    pub fn new(instant: DateTime<Utc>, viewer_zone: Tz) -> LocalTime {
+        LocalTime { iso: crate::wire::rfc3339(instant), text: zone_moment(instant, viewer_zone) }
     }
 }
 
@@ -167,6 +169,7 @@ pub fn header_fragment(
     pending: i64,
     claimed: Option<i64>,
     capacity: &Capacity,
+    viewer_zone: Tz,
 ) -> HeaderFragment {
     let (intake, at_capacity) = intake_text(pending, capacity);
     let Some(admission) = admission else {
@@ -200,7 +203,7 @@ pub fn header_fragment(
         resets: status.window_resets_at.map(|at| Resets {
             zone_text: zone_moment(at, zone),
             zone_name: zone.name().to_string(),
-            local: LocalTime::new(at),
+            local: LocalTime::new(at, viewer_zone),
         }),
         intake_text: intake,
         at_capacity,
@@ -250,7 +253,7 @@ pub struct TodoView {
     pub pending: bool,
 }
 
-pub fn todo_view(todo: &Todo, admission: Option<&QueueAdmission>) -> TodoView {
+pub fn todo_view(todo: &Todo, admission: Option<&QueueAdmission>, viewer_zone: Tz) -> TodoView {
     let pending = todo.state == TodoState::Pending;
     TodoView {
         id: todo.id.clone(),
@@ -259,7 +262,10 @@ pub fn todo_view(todo: &Todo, admission: Option<&QueueAdmission>) -> TodoView {
         href: format!("/todos/{}", todo.id),
         chip: if pending { chip(admission) } else { None },
         attempts: format!("{} of {}", todo.attempt, todo.max_attempts),
-        lease: todo.lease_expires_at.filter(|_| todo.state == TodoState::Claimed).map(LocalTime::new),
+        lease: todo
+            .lease_expires_at
+            .filter(|_| todo.state == TodoState::Claimed)
+            .map(|at| LocalTime::new(at, viewer_zone)),
         pending,
     }
 }

@@ -342,7 +342,7 @@ pub async fn rotate(
             focus: true,
         }],
         rotated: true,
-        previous_until: previous_until.map(LocalTime::new),
+        previous_until: previous_until.map(|at| LocalTime::new(at, viewer.zone())),
         usage: PROVIDER_USAGE,
     }
     .once(StatusCode::OK))
