@@ -3,18 +3,21 @@
 //!
 //! Each listener is an endpoint that only listens: one MCP session whose event stream stays open
 //! (attached to one replica, reattached to the next with `Last-Event-ID` whenever it breaks), a
-//! `gated` queue holding one todo that nobody may claim, and an `inbox`. Its owner closes and
-//! reopens the gate over and over (a paused policy raised, or deleted and re-created), each
-//! reopening beside a burst of new work in the inbox from every replica, so that creation
-//! doorbells hold the session's row while the reopen sweep rings it. Some reopenings happen while
-//! the listener is clocked out, and it clocks in after them.
+//! `gated` queue holding one todo that nobody may claim, a `capped` queue (one in flight), and an
+//! `inbox`. Its owner closes and reopens the gate over and over (a paused policy raised, or
+//! deleted and re-created), each reopening beside a burst of new work in the inbox from every
+//! replica, so that creation doorbells hold the session's row while the reopen sweep rings it.
+//! Some reopenings happen while the listener is clocked out, and it clocks in after them. Between
+//! gate rounds the listener itself fills the capped queue (two todos, one claimed) and completes
+//! its claim, which frees the slot the other todo waits for: a reopening by a completion.
 //!
 //! The judge derives every reopening from the database (the gate's audit: a paused policy before,
-//! an admitting one or none after) and compares it with what the stream received: exactly one
-//! `reopen` ring per reopening made while in; for one made while out, no ring before the
-//! clock-in and a clock-in digest naming the queue; never a creation doorbell for the gated todo,
-//! which was created while paused; and every judged ring the database recorded for the session
-//! received (replayed after a break, if need be).
+//! an admitting one or none after; the capped queue's todos: a completion while another todo
+//! waits) and compares it with what the stream received: exactly one `reopen` ring per reopening
+//! made while in; for one made while out, no ring before the clock-in and a clock-in digest naming
+//! the queue; never a creation doorbell for the gated todo, which was created while paused; and
+//! every judged ring the database recorded for the session received (replayed after a break, if
+//! need be).
 //!
 //! A gate stays open (and closed) for `hold` after the database is reachable, so the reopen sweep
 //! (one tick a second on every replica) always meets the reopening before the next change.
@@ -31,6 +34,8 @@ use std::time::{Duration, Instant};
 /// The queue whose reopenings are judged, and the one that bursts of new work ring.
 const GATED: &str = "gated";
 const INBOX: &str = "inbox";
+/// The queue whose reopenings come from completions that free its one in-flight slot.
+const CAPPED: &str = "capped";
 const DOORBELL_METHOD: &str = "notifications/claude/channel";
 /// Attempts of one owner or agent request that a fault may fail (a restarting replica, a
 /// restarting database, a rate-limited policy write).
@@ -90,7 +95,10 @@ pub(super) struct Listeners {
 /// What the judge found: counts of what it judged, and every violation in words.
 #[derive(Debug, Clone, Default)]
 pub struct PushVerdict {
+    /// Reopenings by a policy change while the listener was in.
     pub reopenings_in: u64,
+    /// Reopenings by a completion that freed the capped queue's slot (the listener is in).
+    pub reopenings_by_completion: u64,
     pub reopenings_out: u64,
     pub reopen_rings: u64,
     pub digests: u64,
@@ -110,10 +118,12 @@ impl std::fmt::Display for PushVerdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "push: {} reopenings while in, {} while out; {} reopen rings, {} clock-in digests, {} creation \
-             doorbells received; {} judged rings recorded; {} streams opened; {} violations",
+            "push: {} reopenings by a policy change while in, {} while out, {} by a completion; {} reopen \
+             rings, {} clock-in digests, {} creation doorbells received; {} judged rings recorded; {} streams \
+             opened; {} violations",
             self.reopenings_in,
             self.reopenings_out,
+            self.reopenings_by_completion,
             self.reopen_rings,
             self.digests,
             self.creation_rings,
@@ -149,7 +159,7 @@ impl Listeners {
         };
         for index in 0..plan.listeners {
             let base = listeners.base(index);
-            let body = json!({"name": format!("listener-{index}"), "queues": [GATED, INBOX]});
+            let body = json!({"name": format!("listener-{index}"), "queues": [GATED, INBOX, CAPPED]});
             let (status, endpoint) =
                 listeners.owner(reqwest::Method::POST, &format!("{base}/api/v1/endpoints"), Some(body)).await;
             assert_eq!(status, 201, "vend a listener: {endpoint}");
@@ -159,6 +169,14 @@ impl Listeners {
                 .owner(reqwest::Method::PUT, &format!("{base}/api/v1/admission/{scope}/{GATED}"), Some(paused()))
                 .await;
             assert_eq!(status, 200, "pause the gate: {body}");
+            let (status, body) = listeners
+                .owner(
+                    reqwest::Method::PUT,
+                    &format!("{base}/api/v1/admission/{scope}/{CAPPED}"),
+                    Some(json!({"max_in_flight": 1})),
+                )
+                .await;
+            assert_eq!(status, 200, "cap the capped queue: {body}");
             let todo = json!({"scope": scope, "queue": GATED, "title": "waits behind the gate"});
             let (status, created) =
                 listeners.owner(reqwest::Method::POST, &format!("{base}/api/v1/todos"), Some(todo)).await;
@@ -330,7 +348,81 @@ impl Listeners {
             }
             self.policy(round, &scope, Some(paused()), tally).await;
             self.hold(plan.hold / 2).await;
+            if !out && !stop.load(Ordering::SeqCst) {
+                self.capped_round(listener, &scope, round, plan, tally).await;
+            }
         }
+    }
+
+    /// Two todos in the capped queue, one claimed (the cap of one is full, the other waits), held,
+    /// then completed (a reopening: the waiting todo is admitted), held, then the other claimed
+    /// and completed (nothing waits: no reopening).
+    async fn capped_round(
+        &self,
+        listener: &Listener,
+        scope: &str,
+        round: usize,
+        plan: &PushPlan,
+        tally: &Mutex<Tally>,
+    ) {
+        let mut ids = Vec::new();
+        for n in 0..2 {
+            let body = json!({"scope": scope, "queue": CAPPED, "title": format!("capped {round}.{n}")});
+            for attempt in 0..REQUEST_ATTEMPTS_MAX {
+                let url = format!("{}/api/v1/todos", self.base(round + n + attempt));
+                match self.owner(reqwest::Method::POST, &url, Some(body.clone())).await {
+                    (201, created) => {
+                        ids.push(created["todo"]["id"].as_str().unwrap_or_default().to_string());
+                        break;
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(300)).await,
+                }
+            }
+        }
+        let [first, second] = ids.as_slice() else {
+            lock(tally).unexpected(format!("listener {}: capped todos not created", listener.index));
+            return;
+        };
+        self.held_verb(listener, "claim", first, "claimed", tally).await;
+        self.hold(plan.hold / 2).await;
+        self.held_verb(listener, "complete", first, "done", tally).await;
+        self.hold(plan.hold).await;
+        self.held_verb(listener, "claim", second, "claimed", tally).await;
+        self.held_verb(listener, "complete", second, "done", tally).await;
+    }
+
+    /// `claim` or `complete` of `id` over MCP until the todo is in `state`: a call whose answer a
+    /// fault lost may have committed, so a refusal is checked against the todo before retrying.
+    async fn held_verb(&self, listener: &Listener, verb: &str, id: &str, state: &str, tally: &Mutex<Tally>) {
+        let arguments = if verb == "claim" { json!({"id": id, "lease_ttl_seconds": 300}) } else { json!({"id": id}) };
+        for attempt in 0..REQUEST_ATTEMPTS_MAX {
+            let base = self.base(listener.index + attempt);
+            if let Some(answer) = self.tool(&base, listener, verb, arguments.clone()).await {
+                let reached = answer["isError"] == json!(false)
+                    || self
+                        .tool(&base, listener, "get_todo", json!({"id": id}))
+                        .await
+                        .is_some_and(|todo| todo["structuredContent"]["state"] == state);
+                if reached {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        lock(tally).unexpected(format!("listener {}: {verb} {id} never reached {state}", listener.index));
+    }
+
+    /// One `tools/call` as the listener; the JSON-RPC result, or None without an answer.
+    async fn tool(&self, base: &str, listener: &Listener, name: &str, arguments: Value) -> Option<Value> {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": name, "arguments": arguments}});
+        let url = format!("{base}/mcp/{}", listener.slug);
+        let response = self.http.post(&url).bearer_auth(&listener.token).json(&call).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let body: Value = response.json().await.ok()?;
+        Some(body["result"].clone()).filter(|result| !result.is_null())
     }
 
     /// Creates `burst` todos in the listener's inbox at once, spread over the replicas.
@@ -384,15 +476,9 @@ impl Listeners {
 
     /// `clock_out` or `clock_in` over MCP, retried through faults until acknowledged.
     async fn presence(&self, listener: &Listener, tool: &str, tally: &Mutex<Tally>) {
-        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": tool, "arguments": {}}});
         for attempt in 0..REQUEST_ATTEMPTS_MAX {
-            let url = format!("{}/mcp/{}", self.base(listener.index + attempt), listener.slug);
-            let answer = self.http.post(&url).bearer_auth(&listener.token).json(&call).send().await;
-            if let Ok(response) = answer
-                && response.status().is_success()
-                && let Ok(body) = response.json::<Value>().await
-                && body["result"]["isError"] == json!(false)
+            let base = self.base(listener.index + attempt);
+            if self.tool(&base, listener, tool, json!({})).await.is_some_and(|result| result["isError"] == json!(false))
             {
                 return;
             }
@@ -450,6 +536,7 @@ impl Listeners {
         let received = listener.received.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut reopens: Vec<DateTime<Utc>> = Vec::new();
+        let mut capped_reopens: Vec<DateTime<Utc>> = Vec::new();
         let mut digests: Vec<DateTime<Utc>> = Vec::new();
         for event in received.iter().filter(|e| e.message["method"] == DOORBELL_METHOD) {
             let meta = &event.message["params"]["meta"];
@@ -464,6 +551,7 @@ impl Listeners {
             let gated = meta["queue"] == GATED;
             match meta["reason"].as_str() {
                 Some("reopen") if gated => reopens.push(at),
+                Some("reopen") if meta["queue"] == CAPPED => capped_reopens.push(at),
                 Some("clock_in")
                     if meta["kind"] == "digest"
                         && meta["queues"].as_str().is_some_and(|q| q.split(',').any(|queue| queue == GATED)) =>
@@ -477,17 +565,43 @@ impl Listeners {
                 _ => {}
             }
         }
-        verdict.reopen_rings += reopens.len() as u64;
+        verdict.reopen_rings += (reopens.len() + capped_reopens.len()) as u64;
         verdict.digests += digests.len() as u64;
 
         // Every judged ring the database recorded reached the stream.
         for RecordedRing { ring_id: ring, reason, queue, .. } in &recorded {
-            let judged = (reason == "reopen" && queue.as_deref() == Some(GATED)) || reason == "digest";
+            let judged = (reason == "reopen" && matches!(queue.as_deref(), Some(GATED | CAPPED))) || reason == "digest";
             if judged {
                 verdict.rings_recorded += 1;
                 if !seen.contains(ring) {
                     verdict.violations.push(format!("{name}: {reason} ring {ring} recorded but never received"));
                 }
+            }
+        }
+
+        // The capped queue's reopenings: a completion while another of its todos waits (created,
+        // not yet claimed). Each is owed one ring before that todo is claimed; the listener is in.
+        let capped: Vec<CappedTodo> = sqlx::query_as(
+            "SELECT created_at, claimed_at, completed_at FROM todos WHERE endpoint_id = $1 AND queue = $2",
+        )
+        .bind(&listener.id)
+        .bind(CAPPED)
+        .fetch_all(pool)
+        .await?;
+        for todo in &capped {
+            let Some(freed) = todo.completed_at else { continue };
+            let waiting_until = capped
+                .iter()
+                .filter(|other| other.created_at <= freed && other.claimed_at.is_none_or(|claimed| claimed > freed))
+                .map(|other| other.claimed_at.unwrap_or(DateTime::<Utc>::MAX_UTC))
+                .min();
+            let Some(closed) = waiting_until else { continue };
+            verdict.reopenings_by_completion += 1;
+            let rung = capped_reopens.iter().filter(|at| **at >= freed && **at < closed).count();
+            if rung != 1 {
+                verdict.violations.push(format!(
+                    "{name}: the completion at {freed} freed the capped queue's slot and rang {rung} times (exactly one is owed)"
+                ));
             }
         }
 
@@ -531,6 +645,14 @@ struct RecordedRing {
     reason: String,
     queue: Option<String>,
     at: DateTime<Utc>,
+}
+
+/// A todo of the capped queue: when it was created, claimed and completed.
+#[derive(sqlx::FromRow)]
+struct CappedTodo {
+    created_at: DateTime<Utc>,
+    claimed_at: Option<DateTime<Utc>>,
+    completed_at: Option<DateTime<Utc>>,
 }
 
 /// A paused gate.
