@@ -30,7 +30,7 @@ pub(crate) async fn transport_agent<S: Store>(
     headers: &HeaderMap,
     slug: &str,
 ) -> std::result::Result<models::scope::AgentScope, Response> {
-    if let Some(refused) = refuse_transport_headers(headers) {
+    if let Some(refused) = refuse_transport_headers(headers, state.public_url.configured()) {
         return Err(refused);
     }
     require_agent(&state.store, headers, slug).await.map_err(|error| ApiError(error).into_response())
@@ -39,10 +39,10 @@ pub(crate) async fn transport_agent<S: Store>(
 /// What streamable HTTP asks a server to refuse before anything else: a browser page of another
 /// site (an `Origin` that is not this server's: 403, against DNS rebinding), and a revision in
 /// `MCP-Protocol-Version` this server does not speak (400).
-fn refuse_transport_headers(headers: &HeaderMap) -> Option<Response> {
+fn refuse_transport_headers(headers: &HeaderMap, public_url: Option<&str>) -> Option<Response> {
     let text = |name: &str| headers.get(name).map(|v| v.to_str().unwrap_or(""));
     if let Some(origin) = text("origin")
-        && !origin_is_this_server(origin, text("host").unwrap_or(""))
+        && !origin_is_this_server(origin, text("host").unwrap_or(""), public_url)
     {
         let message = format!("Origin {origin} is not this server's; MCP is not served to other sites' pages\n");
         return Some((StatusCode::FORBIDDEN, message).into_response());
@@ -59,9 +59,37 @@ fn refuse_transport_headers(headers: &HeaderMap) -> Option<Response> {
     None
 }
 
-/// Whether a browser's `Origin` names the host the request was sent to (`Host`), or is `null`
-/// (a sandboxed or local page, which carries no site to rebind from).
-fn origin_is_this_server(origin: &str, host: &str) -> bool {
-    let authority = origin.split_once("://").map_or("", |(_, rest)| rest).trim_end_matches('/');
-    origin == "null" || (!authority.is_empty() && authority.eq_ignore_ascii_case(host))
+/// Whether a browser's `Origin` is this server's: the host the request was sent to (`Host`), the
+/// configured public URL's origin (a proxy in front may rewrite `Host`), or `null` (a sandboxed
+/// or local page, which carries no site to rebind from).
+fn origin_is_this_server(origin: &str, host: &str, public_url: Option<&str>) -> bool {
+    let origin_authority = authority(origin);
+    origin == "null"
+        || (!origin_authority.is_empty() && origin_authority.eq_ignore_ascii_case(host))
+        || public_url.is_some_and(|public| {
+            let scheme = |url: &str| url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+            scheme(public) == scheme(origin) && authority(public).eq_ignore_ascii_case(origin_authority)
+        })
+}
+
+/// `host[:port]` of `scheme://host[:port][/path]`; empty when there is none.
+fn authority(url: &str) -> &str {
+    url.split_once("://").map_or("", |(_, rest)| rest).split('/').next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_is_this_server;
+
+    #[test]
+    fn an_origin_is_this_servers_by_host_by_public_url_or_null() {
+        assert!(origin_is_this_server("http://127.0.0.1:8080", "127.0.0.1:8080", None));
+        assert!(origin_is_this_server("null", "127.0.0.1:8080", None));
+        assert!(!origin_is_this_server("http://evil.example", "127.0.0.1:8080", None));
+        // Behind a proxy that rewrote Host to the upstream: the public URL's origin.
+        let public = Some("https://switchboard.example.com/prefix");
+        assert!(origin_is_this_server("https://switchboard.example.com", "10.0.0.5:8080", public));
+        assert!(!origin_is_this_server("http://switchboard.example.com", "10.0.0.5:8080", public), "scheme");
+        assert!(!origin_is_this_server("https://evil.example", "10.0.0.5:8080", public));
+    }
 }
