@@ -79,6 +79,9 @@ struct Listener {
     /// Times it was clocked out and back in (as acknowledged), in order.
     out_spans: Mutex<Vec<(DateTime<Utc>, DateTime<Utc>)>>,
     streams_opened: AtomicU64,
+    /// Set when its driver has made its last change: the stream is read a while longer, so the
+    /// rings that change calls for arrive before the judge looks.
+    driver_done: AtomicBool,
 }
 
 /// What every listener shares: the owner, the replicas, the HTTP client, the fault clock.
@@ -192,6 +195,7 @@ impl Listeners {
                 received: Mutex::new(Vec::new()),
                 out_spans: Mutex::new(Vec::new()),
                 streams_opened: AtomicU64::new(0),
+                driver_done: AtomicBool::new(false),
             }));
         }
         listeners
@@ -247,8 +251,8 @@ impl Listeners {
     ) -> Vec<tokio::task::JoinHandle<()>> {
         let mut tasks = Vec::new();
         for listener in &self.listeners {
-            let (all, listener, stop_stream) = (self.clone(), listener.clone(), stop.clone());
-            tasks.push(tokio::spawn(async move { all.read_stream(&listener, &stop_stream).await }));
+            let (all, listener) = (self.clone(), listener.clone());
+            tasks.push(tokio::spawn(async move { all.read_stream(&listener).await }));
         }
         for listener in &self.listeners {
             let (all, listener, stop) = (self.clone(), listener.clone(), stop.clone());
@@ -260,17 +264,18 @@ impl Listeners {
     }
 
     /// Keeps the listener's stream open: attached on replica `index + 1`, and on the next one
-    /// with `Last-Event-ID` each time it breaks, until `stop` and `LINGER` after it (for what a
-    /// last pass rings, and replays).
-    async fn read_stream(&self, listener: &Listener, stop: &AtomicBool) {
+    /// with `Last-Event-ID` each time it breaks, until its driver is done and `LINGER` after (for
+    /// what its last change rings, and replays).
+    async fn read_stream(&self, listener: &Listener) {
         const LINGER: Duration = Duration::from_secs(3);
         let mut replica = listener.index + 1;
         let mut last_event_id: Option<String> = None;
-        let mut stopped_at: Option<Instant> = None;
-        let mut done = |stop: &AtomicBool| {
-            stop.load(Ordering::SeqCst) && stopped_at.get_or_insert_with(Instant::now).elapsed() > LINGER
+        let mut driver_done_at: Option<Instant> = None;
+        let mut done = || {
+            listener.driver_done.load(Ordering::SeqCst)
+                && driver_done_at.get_or_insert_with(Instant::now).elapsed() > LINGER
         };
-        while !done(stop) {
+        while !done() {
             let base = self.base(replica);
             let mut request = self
                 .http
@@ -291,7 +296,7 @@ impl Listeners {
                     let chunk = tokio::select! {
                         chunk = response.chunk() => chunk,
                         () = tokio::time::sleep(Duration::from_millis(250)) => {
-                            if done(stop) { return; }
+                            if done() { return; }
                             continue;
                         }
                     };
@@ -352,6 +357,7 @@ impl Listeners {
                 self.capped_round(listener, &scope, round, plan, tally).await;
             }
         }
+        listener.driver_done.store(true, Ordering::SeqCst);
     }
 
     /// Two todos in the capped queue, one claimed (the cap of one is full, the other waits), held,
