@@ -11,7 +11,7 @@ use crate::push::{Hub, tasks};
 use crate::state::AppState;
 use engine::pg_store::credential_cache;
 use engine::{PgStore, PoolSettings, sweeps};
-use models::store::SystemClock;
+use models::store::{Store, SystemClock};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,7 +76,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     }
     let mut pushers =
         tasks::spawn(store.clone(), push.clone(), options.reaper_interval, hook_addresses, shutdown_rx.clone());
-    pushers.push(listen_for_doorbells(store.pool().clone(), push.clone(), shutdown_rx.clone()));
+    pushers.push(listen_for_doorbells(store.clone(), store.pool().clone(), push.clone(), shutdown_rx.clone()));
     if let Some(base) = options.public_url.configured() {
         tracing::info!(public_url = base, "handing out URLs under the configured public base");
     }
@@ -145,39 +145,71 @@ async fn wait_for_signal() {
 }
 
 /// Delivers doorbells decided on any replica (announced with `pg_notify` at their commit) to the
-/// streams this process holds. The listener reconnects by itself when its connection drops;
-/// doorbells announced meanwhile reach their stream when it reconnects with `Last-Event-ID`, or
-/// as the heartbeat re-rings the work. Public so a replica served in process (the stress run)
-/// delivers as a server does.
-pub fn listen_for_doorbells(
+/// streams this process holds. When its connection drops (the database restarting, a failover)
+/// announcements made meanwhile never reach it, so once it listens again it catches up: every
+/// held stream gets the rings recorded for its session after the newest it had (issue #51: a
+/// ring recorded and never delivered is a ring lost). Public so a replica served in process (the
+/// stress run) delivers as a server does.
+pub fn listen_for_doorbells<S: Store>(
+    store: S,
     pool: sqlx::PgPool,
     hub: Arc<Hub>,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for doorbells; streams get only this replica's rings");
-                return;
-            }
-        };
-        if let Err(error) = listener.listen(engine::pg_store::PUSH_CHANNEL).await {
-            tracing::error!(%error, "cannot listen for doorbells; streams get only this replica's rings");
-            return;
-        }
+        let mut listener: Option<sqlx::postgres::PgListener> = None;
         loop {
+            let Some(connected) = listener.as_mut() else {
+                tokio::select! {
+                    biased;
+                    _ = shutdown.changed() => break,
+                    listening = listen(&pool) => match listening {
+                        Ok(connected) => {
+                            listener = Some(connected);
+                            catch_up(&store, &hub).await;
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "cannot listen for doorbells yet; trying again");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                    },
+                }
+                continue;
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
-                received = listener.recv() => match received {
+                received = connected.recv() => match received {
                     Ok(notification) => tasks::deliver_announced(&hub, notification.payload()),
                     Err(error) => {
                         tracing::warn!(%error, "doorbell listener lost its connection; reconnecting");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        listener = None;
+                        tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                 },
             }
         }
     })
+}
+
+/// A connection listening on the doorbell channel.
+async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    listener.listen(engine::pg_store::PUSH_CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Delivers to every stream held here the rings recorded for its session after the newest it
+/// has had; the stream drops a ring it already has (`Hub::deliver`).
+async fn catch_up<S: Store>(store: &S, hub: &Hub) {
+    for (session, after) in hub.catch_up_points() {
+        match store.rings_since(&session, after).await {
+            Ok(missed) if !missed.is_empty() => {
+                tracing::info!(session = %session, rings = missed.len(), "doorbells caught up after the listener reconnected");
+                hub.deliver_rings_to_session(&session, &missed);
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, session = %session, "could not catch up on doorbells"),
+        }
+    }
 }

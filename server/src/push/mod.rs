@@ -43,6 +43,8 @@ struct Slot {
     endpoint_id: String,
     sender: mpsc::Sender<StreamSignal>,
     delivered: VecDeque<i64>,
+    /// The stream's event id when it attached (its `Last-Event-ID`, or 0): what it had before.
+    attached_after: i64,
 }
 
 /// The replica-local half of push: streams held here, and the loop's nudges.
@@ -90,9 +92,14 @@ impl Hub {
 
     /// Registers a stream for a session; a previous stream of the same session on this replica
     /// is closed (one stream per session).
-    pub(crate) fn register(&self, session_id: &str, endpoint_id: &str) -> mpsc::Receiver<StreamSignal> {
+    pub(crate) fn register(
+        &self,
+        session_id: &str,
+        endpoint_id: &str,
+        attached_after: i64,
+    ) -> mpsc::Receiver<StreamSignal> {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER_MAX);
-        let slot = Slot { endpoint_id: endpoint_id.to_string(), sender, delivered: VecDeque::new() };
+        let slot = Slot { endpoint_id: endpoint_id.to_string(), sender, delivered: VecDeque::new(), attached_after };
         if let Some(old) = self.slots().insert(session_id.to_string(), slot) {
             let _ = old.sender.try_send(StreamSignal::Close);
         }
@@ -105,6 +112,19 @@ impl Hub {
         if slots.get(session_id).is_some_and(|slot| sender_closed || slot.sender.is_closed()) {
             slots.remove(session_id);
         }
+    }
+
+    /// Each stream held here with the newest event id it has had: where a catch-up reads from
+    /// after this replica may have missed announcements (`catch_up`).
+    pub fn catch_up_points(&self) -> Vec<(String, i64)> {
+        let slots = self.slots();
+        slots
+            .iter()
+            .map(|(session, slot)| {
+                let newest = slot.delivered.iter().copied().max().unwrap_or(0).max(slot.attached_after);
+                (session.clone(), newest)
+            })
+            .collect()
     }
 
     /// Sessions whose streams this replica holds.

@@ -60,7 +60,7 @@ pub async fn open<S: Store>(
         }
         Err(error) => return ApiError(error).into_response(),
     }
-    let receiver = hub.register(&session_id, &agent.endpoint_id);
+    let receiver = hub.register(&session_id, &agent.endpoint_id, last_event_id.unwrap_or(0));
     tracing::info!(endpoint = %agent.endpoint_id, session = %session_id, "MCP stream attached");
 
     // What the client missed, then (bounded, rate-limited in the store) a reconnect digest.

@@ -93,7 +93,7 @@ async fn serve_in_process<S: Store>(
         shutdown.clone(),
     );
     let pool = sqlx::PgPool::connect(database_url).await.map_err(|e| format!("connect for doorbells: {e}"))?;
-    handles.push(server::serve::listen_for_doorbells(pool, hub.clone(), shutdown.clone()));
+    handles.push(server::serve::listen_for_doorbells(store.clone(), pool, hub.clone(), shutdown.clone()));
     let app = server::app::router(server::app::AppState { push: hub, ..server::app::AppState::new(store) });
     let mut graceful = shutdown;
     let serving = tokio::spawn(async move {
