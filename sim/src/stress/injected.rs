@@ -18,24 +18,53 @@ use std::time::{Duration, Instant};
 pub struct FaultPlan {
     /// When the first `switchboard serve` process is killed (SIGKILL) and started again.
     pub kill_process_at: Option<Duration>,
-    /// When PostgreSQL is crashed (`pg_ctl stop -m immediate`) and started again. The database
-    /// must be the test binary's throwaway cluster (`engine::testing::cluster`).
-    pub crash_database_at: Option<Duration>,
+    /// When PostgreSQL is crashed (`pg_ctl stop -m immediate`) and started again, each time.
+    /// The database must be the test binary's throwaway cluster (`engine::testing::cluster`).
+    pub crash_database_at: Vec<Duration>,
     /// How long the database stays down.
     pub database_down_for: Duration,
+    /// Crashes each made `CRASH_AFTER_REOPENING` after a listener's gate reopened (the push
+    /// plan's), so the crash lands while the reopening is being rung.
+    pub crashes_after_reopenings: usize,
     /// Requests sent and given up on after 0–30 ms (claims, creates, policy writes, HTTP and MCP).
     pub aborted_requests: usize,
 }
 
 impl FaultPlan {
+    /// The mutant hunt's faults for push: the database crashed just after a reopening, three
+    /// times, nothing else.
+    pub fn crashes_after_reopenings() -> FaultPlan {
+        FaultPlan {
+            kill_process_at: None,
+            crash_database_at: Vec::new(),
+            database_down_for: Duration::from_secs(1),
+            crashes_after_reopenings: 3,
+            aborted_requests: 0,
+        }
+    }
+
     pub fn small() -> FaultPlan {
         FaultPlan {
             kill_process_at: Some(Duration::from_secs(6)),
-            crash_database_at: Some(Duration::from_secs(13)),
+            crash_database_at: vec![Duration::from_secs(13)],
             database_down_for: Duration::from_secs(1),
+            crashes_after_reopenings: 0,
             aborted_requests: 120,
         }
     }
+}
+
+/// Makes every later connection to the run's database commit durably, as production does: the
+/// throwaway clusters run with `synchronous_commit` off for speed, and a crash then loses commits
+/// already acknowledged, which no server can be judged by. A crash of the server process keeps
+/// what reached the operating system, so `fsync` may stay off.
+pub(super) async fn durable_commits(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = on', current_database()); END $$",
+    )
+    .execute(pool)
+    .await
+    .map(|_| ())
 }
 
 /// Runs the plan's faults beside the agents; answers what was injected, in words.
@@ -55,7 +84,7 @@ pub(super) async fn inject<S: Store>(
         let mut injected = Vec::new();
         let mut events: Vec<(Duration, bool)> = Vec::new();
         events.extend(plan.kill_process_at.map(|at| (at, true)));
-        events.extend(plan.crash_database_at.map(|at| (at, false)));
+        events.extend(plan.crash_database_at.iter().map(|at| (*at, false)));
         events.sort();
         for (at, is_kill) in events {
             tokio::time::sleep(at.saturating_sub(started.elapsed())).await;
@@ -67,9 +96,26 @@ pub(super) async fn inject<S: Store>(
         }
         injected
     };
-    let ((), injected) = tokio::join!(aborting, scheduled);
+    let after_reopenings = async {
+        let mut injected = Vec::new();
+        let Some(listeners) = listeners else { return injected };
+        for _ in 0..plan.crashes_after_reopenings {
+            if !listeners.next_reopening(started + config.run_for).await {
+                break;
+            }
+            tokio::time::sleep(CRASH_AFTER_REOPENING).await;
+            injected.push(crash_database(plan.database_down_for, Some(listeners), started).await);
+        }
+        injected
+    };
+    let ((), mut injected, more) = tokio::join!(aborting, scheduled, after_reopenings);
+    injected.extend(more);
     injected
 }
+
+/// How long after a gate's reopening a crash planned for it comes: after the sweep has taken
+/// the reopening (it is nudged at once), before a ring sent a moment later would be recorded.
+const CRASH_AFTER_REOPENING: Duration = Duration::from_millis(600);
 
 /// SIGKILL to the first process replica, then the same binary started on its address.
 async fn kill_and_restart<S: Store>(

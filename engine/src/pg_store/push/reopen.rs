@@ -112,7 +112,9 @@ impl PgStore {
             let identities: Vec<QueueIdentity> = watched.iter().map(watched_identity).collect();
             let deferred = self.deferred_among(identities.iter()).await?;
             let admitting: Vec<QueueIdentity> = identities.into_iter().filter(|i| !deferred.contains(i)).collect();
-            if !admitting.is_empty() {
+            if !admitting.is_empty() && mutant_hooks::watch_dropped_before_ring() {
+                report.absorb(self.unwatch_then_ring(&admitting).await?);
+            } else if !admitting.is_empty() {
                 report.absorb(push_pass!(self, |tx| self.reopen_in(tx, &admitting))?);
             }
             if (watched.len() as i64) < push::PUSH_BATCH_MAX {
@@ -124,12 +126,25 @@ impl PgStore {
     }
 
     /// Takes the watches of `admitting` that no other replica holds, reads their statuses again
-    /// under that lock, and rings and unwatches those that still admit claims.
+    /// under that lock, and rings and unwatches those that still admit claims, in the one
+    /// transaction: a watch never goes without its ring.
     async fn reopen_in(
         &self,
         tx: &mut Transaction<'static, Postgres>,
         admitting: &[QueueIdentity],
     ) -> Result<PushReport> {
+        let reopened = self.take_reopened(tx, admitting, !mutant_hooks::reopen_keeps_the_watch()).await?;
+        self.ring_reopened(tx, &reopened).await
+    }
+
+    /// The watches of `admitting` that no other replica holds and that still admit claims under
+    /// their lock, deleted when `unwatch` (every caller but a seeded bug).
+    async fn take_reopened(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        admitting: &[QueueIdentity],
+        unwatch: bool,
+    ) -> Result<Vec<QueueIdentity>> {
         let (kinds, owners): (Vec<&str>, Vec<&str>) = admitting.iter().map(watch_key).unzip();
         let queues: Vec<&str> = admitting.iter().map(|identity| identity.queue.as_str()).collect();
         let taken: Vec<WatchRow> = sqlx::query_as(
@@ -146,14 +161,9 @@ impl PgStore {
         .map_err(db_error)?;
         let identities: Vec<QueueIdentity> = taken.iter().map(watched_identity).collect();
         let deferred = self.deferred_among(identities.iter()).await?;
-        let now = self.push_now(tx).await?;
-        let mut report = PushReport::default();
-        for identity in identities.iter().filter(|i| !deferred.contains(i)) {
+        let reopened: Vec<QueueIdentity> = identities.into_iter().filter(|i| !deferred.contains(i)).collect();
+        for identity in reopened.iter().filter(|_| unwatch) {
             let (kind, owner) = watch_key(identity);
-            if mutant_hooks::reopen_keeps_the_watch() {
-                report.absorb(self.reopen_identity(tx, identity, now).await?);
-                continue;
-            }
             sqlx::query("DELETE FROM admission_reopen_watch WHERE owner_kind = $1 AND owner_id = $2 AND queue = $3")
                 .bind(kind)
                 .bind(owner)
@@ -161,9 +171,31 @@ impl PgStore {
                 .execute(&mut **tx)
                 .await
                 .map_err(db_error)?;
+        }
+        Ok(reopened)
+    }
+
+    /// Rings each reopened identity (`reopen_identity`).
+    async fn ring_reopened(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        reopened: &[QueueIdentity],
+    ) -> Result<PushReport> {
+        let now = self.push_now(tx).await?;
+        let mut report = PushReport::default();
+        for identity in reopened {
             report.absorb(self.reopen_identity(tx, identity, now).await?);
         }
         Ok(report)
+    }
+
+    /// The seeded `WatchDroppedBeforeRing` bug: the watches are taken and deleted in one
+    /// transaction, committed, and rung in the next, a moment later; a crash between the two
+    /// loses the rings. Never called in production.
+    async fn unwatch_then_ring(&self, admitting: &[QueueIdentity]) -> Result<PushReport> {
+        let reopened = push_pass!(self, |tx| self.take_reopened(tx, admitting, true))?;
+        tokio::time::sleep(mutant_hooks::RING_AFTER_UNWATCH).await;
+        push_pass!(self, |tx| self.ring_reopened(tx, &reopened))
     }
 
     /// One doorbell per endpoint (in presence) that drains the identity, naming its oldest
