@@ -68,15 +68,10 @@ pub enum Mutant {
     /// replica, rings the same reopening again (REQ-8: exactly one ring per reopening). Hooked in
     /// `PgStore` only; hunted by the stress run's push judge.
     ReopenWatchKept,
-    /// The reopen sweep deletes a reopened identity's watch in a transaction of its own and
-    /// rings it in the next; a crash between the two loses the ring for good (REQ-8: a watch
-    /// goes only in the transaction that records its ring). Hooked in `PgStore` only; hunted by
-    /// the stress run's push judge, with the database crashing under it.
-    WatchDroppedBeforeRing,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 20] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -96,7 +91,6 @@ impl Mutant {
         Mutant::PreSkipCountsLapsed,
         Mutant::RingSkipsBusySession,
         Mutant::ReopenWatchKept,
-        Mutant::WatchDroppedBeforeRing,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,14 +114,13 @@ impl Mutant {
             Mutant::PreSkipCountsLapsed => "pre-skip-counts-lapsed-leases",
             Mutant::RingSkipsBusySession => "ring-skips-a-busy-session",
             Mutant::ReopenWatchKept => "reopen-watch-kept-after-its-ring",
-            Mutant::WatchDroppedBeforeRing => "watch-dropped-before-its-ring",
         }
     }
 
     /// Whether the bug lives in push delivery on `PgStore` under real concurrency, where only
     /// the stress run's push judge can see it (issue #51).
     pub fn push_stress_only(self) -> bool {
-        matches!(self, Mutant::RingSkipsBusySession | Mutant::ReopenWatchKept | Mutant::WatchDroppedBeforeRing)
+        matches!(self, Mutant::RingSkipsBusySession | Mutant::ReopenWatchKept)
     }
 
     /// Whether the bug is hooked only in the reference `ModelStore` (the push pipeline's bugs):

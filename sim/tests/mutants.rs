@@ -34,11 +34,9 @@ fn the_harness_catches_seeded_bugs_of_each_kind() {
         (Mutant::PreSkipCountsLapsed, Judge::Differential),
         // Issue #51: push delivery on PostgreSQL under real concurrency. A ring that skips a busy
         // session loses reopenings; a sweep that keeps the watch rings one reopening on every
-        // pass; one that unwatches before it rings loses the ring to a database crash between.
-        // Only the stress run's push judge sees them.
+        // pass. Only the stress run's push judge sees them.
         (Mutant::RingSkipsBusySession, Judge::PushStress),
         (Mutant::ReopenWatchKept, Judge::PushStress),
-        (Mutant::WatchDroppedBeforeRing, Judge::PushStress),
     ] {
         match hunt(mutant, 8) {
             Hunt::Caught { after_seeds, judge: found, how } => {

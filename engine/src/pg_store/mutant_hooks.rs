@@ -199,13 +199,3 @@ pub(super) fn ring_skips_busy_session() -> bool {
 pub(super) fn reopen_keeps_the_watch() -> bool {
     active(Mutant::ReopenWatchKept)
 }
-
-/// The reopen sweep: whether it unwatches in a transaction of its own before it rings
-/// (`WatchDroppedBeforeRing`; REQ-8: a watch goes only with its ring, so no crash can lose one).
-pub(super) fn watch_dropped_before_ring() -> bool {
-    active(Mutant::WatchDroppedBeforeRing)
-}
-
-/// How long the seeded `WatchDroppedBeforeRing` bug waits between its two transactions: the
-/// moment a crash falls into (a delivery step after the commit, in the real mistake).
-pub(super) const RING_AFTER_UNWATCH: std::time::Duration = std::time::Duration::from_millis(1500);

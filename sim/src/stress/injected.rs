@@ -23,32 +23,16 @@ pub struct FaultPlan {
     pub crash_database_at: Vec<Duration>,
     /// How long the database stays down.
     pub database_down_for: Duration,
-    /// Crashes each made `CRASH_AFTER_REOPENING` after a listener's gate reopened (the push
-    /// plan's), so the crash lands while the reopening is being rung.
-    pub crashes_after_reopenings: usize,
     /// Requests sent and given up on after 0–30 ms (claims, creates, policy writes, HTTP and MCP).
     pub aborted_requests: usize,
 }
 
 impl FaultPlan {
-    /// The mutant hunt's faults for push: the database crashed just after a reopening, three
-    /// times, nothing else.
-    pub fn crashes_after_reopenings() -> FaultPlan {
-        FaultPlan {
-            kill_process_at: None,
-            crash_database_at: Vec::new(),
-            database_down_for: Duration::from_secs(1),
-            crashes_after_reopenings: 3,
-            aborted_requests: 0,
-        }
-    }
-
     pub fn small() -> FaultPlan {
         FaultPlan {
             kill_process_at: Some(Duration::from_secs(6)),
             crash_database_at: vec![Duration::from_secs(13)],
             database_down_for: Duration::from_secs(1),
-            crashes_after_reopenings: 0,
             aborted_requests: 120,
         }
     }
@@ -96,26 +80,9 @@ pub(super) async fn inject<S: Store>(
         }
         injected
     };
-    let after_reopenings = async {
-        let mut injected = Vec::new();
-        let Some(listeners) = listeners else { return injected };
-        for _ in 0..plan.crashes_after_reopenings {
-            if !listeners.next_reopening(started + config.run_for).await {
-                break;
-            }
-            tokio::time::sleep(CRASH_AFTER_REOPENING).await;
-            injected.push(crash_database(plan.database_down_for, Some(listeners), started).await);
-        }
-        injected
-    };
-    let ((), mut injected, more) = tokio::join!(aborting, scheduled, after_reopenings);
-    injected.extend(more);
+    let ((), injected) = tokio::join!(aborting, scheduled);
     injected
 }
-
-/// How long after a gate's reopening a crash planned for it comes: after the sweep has taken
-/// the reopening (it is nudged at once), before a ring sent a moment later would be recorded.
-const CRASH_AFTER_REOPENING: Duration = Duration::from_millis(600);
 
 /// SIGKILL to the first process replica, then the same binary started on its address.
 async fn kill_and_restart<S: Store>(

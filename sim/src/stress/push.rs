@@ -93,8 +93,6 @@ pub(super) struct Listeners {
     /// When the database was last seen coming back from a crash (the gates wait `hold` after).
     database_back_at: Arc<Mutex<Instant>>,
     pub(super) database_down: Arc<AtomicBool>,
-    /// Told each time a gate reopens (for faults timed to a reopening).
-    reopened: tokio::sync::Notify,
 }
 
 /// What the judge found: counts of what it judged, and every violation in words.
@@ -161,7 +159,6 @@ impl Listeners {
             listeners: Vec::new(),
             database_back_at: Arc::new(Mutex::new(Instant::now())),
             database_down: Arc::new(AtomicBool::new(false)),
-            reopened: tokio::sync::Notify::new(),
         };
         for index in 0..plan.listeners {
             let base = listeners.base(index);
@@ -229,12 +226,6 @@ impl Listeners {
         if up {
             *self.database_back_at.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         }
-    }
-
-    /// Waits for the next gate reopening; false when `until` passes first.
-    pub(super) async fn next_reopening(&self, until: Instant) -> bool {
-        let left = until.saturating_duration_since(Instant::now());
-        tokio::time::timeout(left, self.reopened.notified()).await.is_ok()
     }
 
     /// Waits `hold` past the later of now and the database's last return.
@@ -353,7 +344,6 @@ impl Listeners {
                 }
             };
             futures::future::join(burst, reopen).await;
-            self.reopened.notify_one();
             self.hold(plan.hold).await;
             if out {
                 self.presence(listener, "clock_in", tally).await;

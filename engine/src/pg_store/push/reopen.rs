@@ -112,9 +112,7 @@ impl PgStore {
             let identities: Vec<QueueIdentity> = watched.iter().map(watched_identity).collect();
             let deferred = self.deferred_among(identities.iter()).await?;
             let admitting: Vec<QueueIdentity> = identities.into_iter().filter(|i| !deferred.contains(i)).collect();
-            if !admitting.is_empty() && mutant_hooks::watch_dropped_before_ring() {
-                report.absorb(self.unwatch_then_ring(&admitting).await?);
-            } else if !admitting.is_empty() {
+            if !admitting.is_empty() {
                 report.absorb(push_pass!(self, |tx| self.reopen_in(tx, &admitting))?);
             }
             if (watched.len() as i64) < push::PUSH_BATCH_MAX {
@@ -187,15 +185,6 @@ impl PgStore {
             report.absorb(self.reopen_identity(tx, identity, now).await?);
         }
         Ok(report)
-    }
-
-    /// The seeded `WatchDroppedBeforeRing` bug: the watches are taken and deleted in one
-    /// transaction, committed, and rung in the next, a moment later; a crash between the two
-    /// loses the rings. Never called in production.
-    async fn unwatch_then_ring(&self, admitting: &[QueueIdentity]) -> Result<PushReport> {
-        let reopened = push_pass!(self, |tx| self.take_reopened(tx, admitting, true))?;
-        tokio::time::sleep(mutant_hooks::RING_AFTER_UNWATCH).await;
-        push_pass!(self, |tx| self.ring_reopened(tx, &reopened))
     }
 
     /// One doorbell per endpoint (in presence) that drains the identity, naming its oldest
