@@ -76,14 +76,16 @@ class Doorbells:
         self.arrived.set()
 
     async def wait_for(self, what: str, matches) -> Channel:
-        with anyio.fail_after(WAIT_SECONDS):
-            while True:
-                for ring in self.seen:
-                    if matches(ring.meta):
-                        return ring
-                self.arrived = anyio.Event()
-                await self.arrived.wait()
-        raise AssertionError(f"no {what}; seen {self.seen}")  # unreachable: fail_after raises
+        try:
+            with anyio.fail_after(WAIT_SECONDS):
+                while True:
+                    for ring in self.seen:
+                        if matches(ring.meta):
+                            return ring
+                    self.arrived = anyio.Event()
+                    await self.arrived.wait()
+        except TimeoutError as timeout:
+            raise AssertionError(f"no {what} within {WAIT_SECONDS} s; seen {self.seen}") from timeout
 
 
 class Wire:
