@@ -26,7 +26,7 @@ fn endpoint_of(agent: &Actor) -> String {
 /// A budget of `max` claims per UTC day.
 fn daily_utc(max: i64) -> Policy {
     let window = WindowSpec::parse("day", "UTC", "00:00", None).expect("window");
-    Policy { max_in_flight: None, max_claims_per_window: Some(max), window: Some(window) }
+    Policy { max_in_flight: None, max_claims_per_window: Some(max), window: Some(window), additional_windows: vec![] }
 }
 
 async fn attached(world: &World, endpoint: &str, replica: &str) -> String {

@@ -21,9 +21,10 @@ pub fn run(data: &[u8]) {
         column(policy.max_in_flight),
         column(policy.max_claims_per_window),
         window.map(|w| w.period_name()),
-        window.map(|w| w.tz.name()),
-        window.map(|w| w.start_hhmm()).as_deref(),
+        window.and_then(|w| w.tz_name()),
+        window.and_then(|w| w.start_text()).as_deref(),
         window.and_then(|w| w.weekday_name()),
+        policy.additional_windows_json().as_ref(),
     )
     .unwrap_or_else(|e| panic!("accepted policy {shown} does not rebuild from its columns: {e}"));
     assert_eq!(stored, policy, "the stored columns must rebuild the same policy");

@@ -15,16 +15,67 @@ use serde_json::{Map, Value, json};
 
 /// Largest `max_in_flight` a policy may set (REQ-1).
 pub const MAX_IN_FLIGHT_LIMIT: i64 = 10_000;
-/// Largest `max_claims_per_window` a policy may set (REQ-1).
+/// Largest `max_claims_per_window` a policy may set (REQ-1), and an additional window's `max_claims`.
 pub const MAX_CLAIMS_PER_WINDOW_LIMIT: i64 = 1_000_000;
+/// How many `additional_windows` a policy may carry beside its primary window (issue #52).
+pub const ADDITIONAL_WINDOWS_MAX: usize = 4;
 
 /// The admission settings of one queue identity. At least one limit is set; a window exists
-/// whenever the window limit does.
+/// whenever the window limit does, and additional windows only beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     pub max_in_flight: Option<i64>,
     pub max_claims_per_window: Option<i64>,
     pub window: Option<WindowSpec>,
+    /// Issue #52: further windows, each with its own limit, that every claim must also fit and
+    /// is charged to ("60 a minute and 5,000 a day"). At most [`ADDITIONAL_WINDOWS_MAX`].
+    pub additional_windows: Vec<WindowLimit>,
+}
+
+/// One additional window of a policy and its limit (issue #52).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowLimit {
+    pub max_claims: i64,
+    pub window: WindowSpec,
+}
+
+/// The position of a window in its policy: 0 is the primary window (`max_claims_per_window` and
+/// `window`), 1.. the additional windows in the order the policy lists them. Usage counters are
+/// kept per slot; a policy write recounts every slot's current window from the ledger, so a slot
+/// whose definition changed counts the claims already in its span (issue #28's rule per window).
+pub type WindowSlot = usize;
+
+/// What each window of a policy has charged in its current window: the primary's, then each
+/// additional window's, in slot order (zero past the policy's windows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Used {
+    pub primary: i64,
+    pub additional: [i64; ADDITIONAL_WINDOWS_MAX],
+}
+
+impl From<i64> for Used {
+    /// The usage of a policy without additional windows.
+    fn from(primary: i64) -> Used {
+        Used { primary, additional: [0; ADDITIONAL_WINDOWS_MAX] }
+    }
+}
+
+impl Used {
+    /// The usage of the window in `slot`.
+    pub fn of(&self, slot: WindowSlot) -> i64 {
+        if slot == 0 { self.primary } else { self.additional.get(slot - 1).copied().unwrap_or(0) }
+    }
+
+    /// One more unit in every slot below `slots`: what one charged claim adds.
+    pub fn plus_one_charge(mut self, slots: usize) -> Used {
+        if slots > 0 {
+            self.primary += 1;
+        }
+        for used in self.additional.iter_mut().take(slots.saturating_sub(1)) {
+            *used += 1;
+        }
+        self
+    }
 }
 
 /// Why a queue identity admits no claim right now.
@@ -120,14 +171,22 @@ pub enum Decision {
 }
 
 /// REQ-1 and REQ-4: whether one more claim may commit, given the in-flight count (not counting
-/// the candidate itself on a takeover) and the current window's usage, both read under the lock.
-/// A zero limit pauses. An exhausted window outranks a full in-flight cap: a freed slot would not
-/// admit anything before the window turns, so the window's boundary is the honest answer.
-pub fn decide(policy: &Policy, in_flight: i64, used: i64) -> Decision {
-    if policy.max_in_flight == Some(0) || policy.max_claims_per_window == Some(0) {
+/// the candidate itself on a takeover) and each window's current usage, both read under the
+/// lock. A zero limit pauses. An exhausted window outranks a full in-flight cap: a freed slot
+/// would not admit anything before the window turns, so the window's boundary is the honest
+/// answer. Issue #52: every window must admit; a policy with one window is given its usage as
+/// a plain number.
+pub fn decide(policy: &Policy, in_flight: i64, used: impl Into<Used>) -> Decision {
+    let used = used.into();
+    if policy.max_in_flight == Some(0)
+        || policy.max_claims_per_window == Some(0)
+        || policy.additional_windows.iter().any(|limit| limit.max_claims == 0)
+    {
         return Decision::Refuse(Reason::Paused);
     }
-    if policy.max_claims_per_window.is_some_and(|max| used >= max) {
+    if policy.max_claims_per_window.is_some_and(|max| used.primary >= max)
+        || policy.additional_windows.iter().zip(used.additional).any(|(limit, used)| used >= limit.max_claims)
+    {
         return Decision::Refuse(Reason::WindowExhausted);
     }
     if policy.max_in_flight.is_some_and(|max| in_flight >= max) {
@@ -149,16 +208,18 @@ pub fn decide_in_turn(
     takes_over: &[bool],
     used_seen: impl Fn(i64) -> i64,
 ) -> InTurn {
-    let (mut in_flight, mut used) = (observed.in_flight, observed.used);
+    let (mut in_flight, mut used) = (observed.in_flight, observed.usage());
+    let slots = if policy.charges() { 1 + policy.additional_windows.len() } else { 0 };
     let mut admitted = Vec::with_capacity(takes_over.len());
     for &takes_over in takes_over {
-        let seen = Observation { in_flight: in_flight - i64::from(takes_over), used, ..*observed };
-        if let Decision::Refuse(reason) = decide(policy, seen.in_flight, used_seen(seen.used)) {
+        let seen = Observation { in_flight: in_flight - i64::from(takes_over), ..observed.with_usage(used) };
+        let decided = Used { primary: used_seen(used.primary), ..used };
+        if let Decision::Refuse(reason) = decide(policy, seen.in_flight, decided) {
             return InTurn { admitted, refused: Some((reason, seen)) };
         }
         admitted.push(seen);
         in_flight += i64::from(!takes_over);
-        used += i64::from(policy.charges());
+        used = used.plus_one_charge(slots);
     }
     InTurn { admitted, refused: None }
 }
@@ -179,8 +240,9 @@ impl Policy {
         let Some(map) = body.as_object() else {
             return Err(Error::invalid("policy", "the policy must be a JSON object"));
         };
-        if let Some(unknown) =
-            map.keys().find(|k| !["max_in_flight", "max_claims_per_window", "window"].contains(&k.as_str()))
+        if let Some(unknown) = map
+            .keys()
+            .find(|k| !["max_in_flight", "max_claims_per_window", "window", "additional_windows"].contains(&k.as_str()))
         {
             return Err(Error::invalid(unknown, format!("unknown field {unknown}")));
         }
@@ -197,12 +259,19 @@ impl Policy {
         if max_claims_per_window.is_some() && window.is_none() {
             return Err(Error::invalid("window", "window is required when max_claims_per_window is set"));
         }
-        Ok(Policy { max_in_flight, max_claims_per_window, window })
+        let additional_windows = additional_windows_from(map.get("additional_windows"))?;
+        if !additional_windows.is_empty() && max_claims_per_window.is_none() {
+            return Err(Error::invalid(
+                "max_claims_per_window",
+                "max_claims_per_window and window are required when additional_windows is set",
+            ));
+        }
+        Ok(Policy { max_in_flight, max_claims_per_window, window, additional_windows })
     }
 
-    /// Rebuilds a policy from its stored columns. A row that fails validation (a zone the
-    /// embedded database no longer knows, say) is an error the claim path turns into
-    /// `admission_unavailable` (REQ-9), never a guess.
+    /// Rebuilds a policy from its stored columns (`additional_windows` as the JSON the API
+    /// writes). A row that fails validation (a zone the embedded database no longer knows, say)
+    /// is an error the claim path turns into `admission_unavailable` (REQ-9), never a guess.
     pub fn from_stored(
         max_in_flight: Option<i32>,
         max_claims_per_window: Option<i32>,
@@ -210,42 +279,61 @@ impl Policy {
         tz: Option<&str>,
         start: Option<&str>,
         weekday: Option<&str>,
+        additional_windows: Option<&Value>,
     ) -> std::result::Result<Policy, String> {
         let window = match (period, tz, start) {
-            (Some(period), Some(tz), Some(start)) => {
-                Some(WindowSpec::parse(period, tz, start, weekday).map_err(|e| format!("stored {e}"))?)
+            (Some(period), _, _) => {
+                Some(WindowSpec::parse_fields(period, tz, start, weekday).map_err(|e| format!("stored {e}"))?)
             }
             (None, None, None) => None,
             _ => return Err("stored window is incomplete".into()),
         };
+        let additional_windows =
+            additional_windows_from(additional_windows).map_err(|e| format!("stored {}", e.message))?;
         let policy = Policy {
             max_in_flight: max_in_flight.map(i64::from),
             max_claims_per_window: max_claims_per_window.map(i64::from),
             window,
+            additional_windows,
         };
         let in_range = |value: Option<i64>, max: i64| value.is_none_or(|v| (0..=max).contains(&v));
         if !in_range(policy.max_in_flight, MAX_IN_FLIGHT_LIMIT)
             || !in_range(policy.max_claims_per_window, MAX_CLAIMS_PER_WINDOW_LIMIT)
             || (policy.max_in_flight.is_none() && policy.max_claims_per_window.is_none())
             || (policy.max_claims_per_window.is_some() && policy.window.is_none())
+            || (!policy.additional_windows.is_empty() && policy.max_claims_per_window.is_none())
         {
             return Err("stored limits are invalid".into());
         }
         Ok(policy)
     }
 
-    /// The policy as the API shows it and as the audit records it.
+    /// The policy as the API shows it and as the audit records it. `additional_windows` only
+    /// when there are some, so a policy of SPEC-0030's fields answers exactly as it always did.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut policy = json!({
             "max_in_flight": self.max_in_flight,
             "max_claims_per_window": self.max_claims_per_window,
-            "window": self.window.as_ref().map(|w| {
-                let mut window = json!({ "period": w.period_name(), "tz": w.tz.name(), "start": w.start_hhmm() });
-                if let (Some(day), Some(map)) = (w.weekday_name(), window.as_object_mut()) {
-                    map.insert("weekday".into(), Value::String(day.into()));
-                }
-                window
-            }),
+            "window": self.window.as_ref().map(WindowSpec::to_json),
+        });
+        if let (Some(additional), false) = (self.additional_windows_json(), self.additional_windows.is_empty())
+            && let Some(map) = policy.as_object_mut()
+        {
+            map.insert("additional_windows".into(), additional);
+        }
+        policy
+    }
+
+    /// The additional windows as the request writes them and storage keeps them; None when the
+    /// policy has none.
+    pub fn additional_windows_json(&self) -> Option<Value> {
+        (!self.additional_windows.is_empty()).then(|| {
+            Value::Array(
+                self.additional_windows
+                    .iter()
+                    .map(|limit| json!({ "max_claims": limit.max_claims, "window": limit.window.to_json() }))
+                    .collect(),
+            )
         })
     }
 
@@ -255,10 +343,82 @@ impl Policy {
     }
 
     /// The window a claim admitted at `now` is charged to, as (start, end): the one containing
-    /// `now`, when the policy charges at all (REQ-3, REQ-5).
+    /// `now`, when the policy charges at all (REQ-3, REQ-5). The primary window's; see
+    /// [`Policy::charged_windows`] for every window's.
     pub fn charged_window(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
         self.window.as_ref().filter(|_| self.charges()).map(|w| w.window_containing(now))
     }
+
+    /// Every window with its limit, in slot order: the primary first (when the policy has a
+    /// window limit), then the additional windows.
+    pub fn windows(&self) -> impl Iterator<Item = (WindowSlot, i64, WindowSpec)> + '_ {
+        let primary = self.max_claims_per_window.zip(self.window).map(|(max, window)| (0, max, window));
+        primary.into_iter().chain(
+            self.additional_windows
+                .iter()
+                .enumerate()
+                .filter(|_| self.charges())
+                .map(|(index, limit)| (index + 1, limit.max_claims, limit.window)),
+        )
+    }
+
+    /// Issue #52: the window each slot charges a claim admitted at `now`, as (slot, start, end).
+    pub fn charged_windows(&self, now: DateTime<Utc>) -> Vec<(WindowSlot, DateTime<Utc>, DateTime<Utc>)> {
+        self.windows()
+            .map(|(slot, _, window)| {
+                let (start, end) = window.window_containing(now);
+                (slot, start, end)
+            })
+            .collect()
+    }
+}
+
+/// `additional_windows` of a request (or of a stored row), naming the offending field as
+/// `additional_windows[2].window.period`.
+fn additional_windows_from(value: Option<&Value>) -> Result<Vec<WindowLimit>> {
+    let field = "additional_windows";
+    let items = match value {
+        None | Some(Value::Null) => return Ok(vec![]),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(Error::invalid(field, "additional_windows must be a list of {max_claims, window}")),
+    };
+    if items.len() > ADDITIONAL_WINDOWS_MAX {
+        return Err(Error::invalid(
+            &format!("{field}[{ADDITIONAL_WINDOWS_MAX}]"),
+            format!(
+                "{field}[{ADDITIONAL_WINDOWS_MAX}]: a policy takes at most {ADDITIONAL_WINDOWS_MAX} additional windows"
+            ),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let at = format!("{field}[{index}]");
+            let Some(map) = item.as_object() else {
+                return Err(Error::invalid(&at, format!("{at} must be an object {{max_claims, window}}")));
+            };
+            if let Some(unknown) = map.keys().find(|k| !["max_claims", "window"].contains(&k.as_str())) {
+                return Err(Error::invalid(&format!("{at}.{unknown}"), format!("unknown field {at}.{unknown}")));
+            }
+            let max_claims = limit(map, "max_claims", MAX_CLAIMS_PER_WINDOW_LIMIT)
+                .map_err(|e| Error::invalid(&format!("{at}.max_claims"), format!("{at}.{}", e.message)))?
+                .ok_or_else(|| Error::invalid(&format!("{at}.max_claims"), format!("{at}.max_claims is required")))?;
+            let window = match map.get("window") {
+                Some(Value::Object(window)) => window_from(window).map_err(|e| {
+                    let inner = e.extras["field"].as_str().unwrap_or("window").to_owned();
+                    Error::invalid(&format!("{at}.{inner}"), format!("{at}.{inner}: {}", e.message))
+                })?,
+                _ => {
+                    return Err(Error::invalid(
+                        &format!("{at}.window"),
+                        format!("{at}.window must be an object {{period, tz?, start?, weekday?}}"),
+                    ));
+                }
+            };
+            Ok(WindowLimit { max_claims, window })
+        })
+        .collect()
 }
 
 fn limit(map: &Map<String, Value>, field: &str, max: i64) -> Result<Option<i64>> {
@@ -286,8 +446,11 @@ fn window_from(window: &Map<String, Value>) -> Result<WindowSpec> {
     let required = |key: &str| -> Result<&str> {
         text(key)?.ok_or_else(|| Error::invalid(&format!("window.{key}"), format!("window.{key} is required")))
     };
-    let (period, tz, start) = (required("period")?, required("tz")?, required("start")?);
-    WindowSpec::parse(period, tz, start, text("weekday")?).map_err(|e| Error::invalid(e.field, e.message))
+    let period = required("period")?;
+    WindowSpec::parse_fields(period, text("tz")?, text("start")?, text("weekday")?).map_err(|e| {
+        let message = if e.message.starts_with("is ") { format!("{} {}", e.field, e.message) } else { e.message };
+        Error::invalid(e.field, message)
+    })
 }
 
 /// What the status of a queue identity is derived from: observations, never stored state.
@@ -296,12 +459,37 @@ pub struct Observation {
     pub now: DateTime<Utc>,
     /// Claimed todos of the identity, live or lapsed-but-not-reaped.
     pub in_flight: i64,
-    /// Units charged in the window containing `now`.
+    /// Units charged in the primary window containing `now`.
     pub used: i64,
+    /// Issue #52: units charged in each additional window's current window, in slot order.
+    pub additional_used: [i64; ADDITIONAL_WINDOWS_MAX],
     /// The earliest lease expiry among the in-flight todos.
     pub earliest_lease_expiry: Option<DateTime<Utc>>,
     /// The lease reaper's tick, for the in-flight hint.
     pub reaper_interval: Duration,
+}
+
+impl Observation {
+    /// Every window's usage, the primary's first.
+    pub fn usage(&self) -> Used {
+        Used { primary: self.used, additional: self.additional_used }
+    }
+
+    /// The same observation with `used` as every window's usage.
+    pub fn with_usage(&self, used: Used) -> Observation {
+        Observation { used: used.primary, additional_used: used.additional, ..*self }
+    }
+}
+
+/// One window of a queue identity's status (issue #52's `windows`, primary first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WindowStatus {
+    pub window: WindowSpec,
+    pub max_claims: i64,
+    pub used: i64,
+    pub remaining: i64,
+    pub window_start: DateTime<Utc>,
+    pub window_resets_at: DateTime<Utc>,
 }
 
 /// A queue identity's admission status (contract §3 "Policy status object", REQ-6).
@@ -315,6 +503,8 @@ pub struct PolicyStatus {
     pub remaining: Option<i64>,
     pub window_start: Option<DateTime<Utc>>,
     pub window_resets_at: Option<DateTime<Utc>>,
+    /// Issue #52: every window with its usage, the primary first; empty without a window limit.
+    pub windows: Vec<WindowStatus>,
     #[serde(skip)]
     pub hint: AdmissionHint,
 }
@@ -326,10 +516,14 @@ pub struct AdmissionHint {
     pub reason: Option<Reason>,
     pub next_eligible_at: Option<DateTime<Utc>>,
     pub exact: Option<bool>,
+    /// Issue #52: for `window_exhausted`, the window that defers the queue longest (whose
+    /// boundary is `next_eligible_at`).
+    pub window: Option<WindowSpec>,
 }
 
 impl AdmissionHint {
-    pub const ADMITTED: AdmissionHint = AdmissionHint { reason: None, next_eligible_at: None, exact: None };
+    pub const ADMITTED: AdmissionHint =
+        AdmissionHint { reason: None, next_eligible_at: None, exact: None, window: None };
 
     pub fn is_deferred(&self) -> bool {
         self.reason.is_some()
@@ -345,21 +539,49 @@ impl AdmissionHint {
 /// boundary, exactly; for `in_flight_full` a hint (earliest live lease expiry plus the reaper
 /// interval), marked inexact because a completion may free a slot sooner and a heartbeat later;
 /// for `paused` no time at all.
+///
+/// Issue #52: with several windows, `next_eligible_at` is the first instant every window admits
+/// again: the latest boundary among the exhausted windows (while one is exhausted nothing is
+/// admitted, so the others' next windows begin unspent), exact as each boundary is; `window`
+/// names the window whose boundary that is.
 pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
     let window = policy.window.as_ref().map(|w| w.window_containing(observed.now));
     let windowed = policy.max_claims_per_window.is_some();
-    let hint = match decide(policy, observed.in_flight, observed.used) {
+    let used = observed.usage();
+    let windows: Vec<WindowStatus> = policy
+        .windows()
+        .map(|(slot, max_claims, window)| {
+            let (window_start, window_resets_at) = window.window_containing(observed.now);
+            let used = used.of(slot);
+            WindowStatus {
+                window,
+                max_claims,
+                used,
+                remaining: (max_claims - used).max(0),
+                window_start,
+                window_resets_at,
+            }
+        })
+        .collect();
+    let hint = match decide(policy, observed.in_flight, used) {
         Decision::Admit => AdmissionHint::ADMITTED,
         Decision::Refuse(reason) => {
-            let (next_eligible_at, exact) = match reason {
-                Reason::WindowExhausted => (window.map(|(_, end)| end), Some(true)),
+            let (next_eligible_at, exact, binding) = match reason {
+                Reason::WindowExhausted => {
+                    let binding = windows
+                        .iter()
+                        .filter(|w| w.used >= w.max_claims)
+                        .max_by_key(|w| w.window_resets_at)
+                        .map(|w| (w.window_resets_at, w.window));
+                    (binding.map(|(end, _)| end), Some(true), binding.map(|(_, window)| window))
+                }
                 Reason::InFlightFull => {
                     let expiry = observed.earliest_lease_expiry.unwrap_or(observed.now).max(observed.now);
-                    (Some(expiry + observed.reaper_interval), Some(false))
+                    (Some(expiry + observed.reaper_interval), Some(false), None)
                 }
-                Reason::Paused | Reason::AdmissionUnavailable => (None, None),
+                Reason::Paused | Reason::AdmissionUnavailable => (None, None, None),
             };
-            AdmissionHint { reason: Some(reason), next_eligible_at, exact }
+            AdmissionHint { reason: Some(reason), next_eligible_at, exact, window: binding }
         }
     };
     PolicyStatus {
@@ -371,6 +593,7 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
         remaining: policy.max_claims_per_window.map(|max| (max - observed.used).max(0)),
         window_start: window.filter(|_| windowed).map(|(start, _)| start),
         window_resets_at: window.filter(|_| windowed).map(|(_, end)| end),
+        windows,
         hint,
     }
 }
@@ -386,7 +609,13 @@ pub fn unavailable_status() -> PolicyStatus {
         remaining: None,
         window_start: None,
         window_resets_at: None,
-        hint: AdmissionHint { reason: Some(Reason::AdmissionUnavailable), next_eligible_at: None, exact: None },
+        windows: vec![],
+        hint: AdmissionHint {
+            reason: Some(Reason::AdmissionUnavailable),
+            next_eligible_at: None,
+            exact: None,
+            window: None,
+        },
     }
 }
 
@@ -399,33 +628,42 @@ pub struct Headroom {
     pub used: Option<i64>,
     pub remaining: Option<i64>,
     pub window_resets_at: Option<DateTime<Utc>>,
+    /// Issue #52: whether the claim spent one of the additional windows (the headroom's numbers
+    /// stay the primary window's).
+    #[serde(skip)]
+    pub additional_spent: bool,
 }
 
 impl Headroom {
     /// The headroom after an admitted claim: `in_flight_before` did not count the claimed todo,
-    /// `used` is the window's usage after its charge (None when nothing was charged), and
+    /// `used` is every window's usage after its charge (None when nothing was charged), and
     /// `charged_window` is [`Policy::charged_window`] at the clock of the claim.
     pub fn after_claim(
         policy: &Policy,
         in_flight_before: i64,
-        used: Option<i64>,
+        used: Option<Used>,
         charged_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
     ) -> Headroom {
+        let primary = used.map(|used| used.primary);
         Headroom {
             max_in_flight: policy.max_in_flight,
             in_flight: in_flight_before + 1,
             max_claims_per_window: policy.max_claims_per_window,
-            used,
-            remaining: policy.max_claims_per_window.zip(used).map(|(max, used)| (max - used).max(0)),
+            used: primary,
+            remaining: policy.max_claims_per_window.zip(primary).map(|(max, used)| (max - used).max(0)),
             window_resets_at: charged_window.map(|(_, end)| end),
+            additional_spent: used
+                .is_some_and(|used| policy.windows().any(|(slot, max, _)| slot > 0 && used.of(slot) >= max)),
         }
     }
 
-    /// Whether the claim left the queue with no room: its window spent or its in-flight cap
+    /// Whether the claim left the queue with no room: a window spent or its in-flight cap
     /// reached. The next claim is deferred, so the store watches the queue for its reopening
     /// (REQ-8, issue #28).
     pub fn leaves_no_room(&self) -> bool {
-        self.remaining == Some(0) || self.max_in_flight.is_some_and(|max| self.in_flight >= max)
+        self.remaining == Some(0)
+            || self.additional_spent
+            || self.max_in_flight.is_some_and(|max| self.in_flight >= max)
     }
 }
 
@@ -444,12 +682,14 @@ mod tests {
     // SPEC-0030 REQ-1
     #[test]
     fn req1_zero_pauses_and_limits_refuse_at_the_cap() {
-        let paused = Policy { max_in_flight: Some(0), max_claims_per_window: None, window: None };
+        let paused =
+            Policy { max_in_flight: Some(0), max_claims_per_window: None, window: None, additional_windows: vec![] };
         assert_eq!(decide(&paused, 0, 0), Decision::Refuse(Reason::Paused));
         assert_eq!(decide(&daily(0), 0, 0), Decision::Refuse(Reason::Paused));
         assert_eq!(decide(&daily(10), 0, 9), Decision::Admit);
         assert_eq!(decide(&daily(10), 0, 10), Decision::Refuse(Reason::WindowExhausted));
-        let capped = Policy { max_in_flight: Some(2), max_claims_per_window: None, window: None };
+        let capped =
+            Policy { max_in_flight: Some(2), max_claims_per_window: None, window: None, additional_windows: vec![] };
         assert_eq!(decide(&capped, 1, 0), Decision::Admit);
         assert_eq!(decide(&capped, 2, 0), Decision::Refuse(Reason::InFlightFull));
         let both = Policy { max_in_flight: Some(1), ..daily(1) };
@@ -510,11 +750,13 @@ mod tests {
     // SPEC-0030 REQ-9
     #[test]
     fn req9_a_stored_row_that_fails_validation_is_an_error() {
-        assert!(Policy::from_stored(None, Some(5), Some("day"), Some("Mars/Olympus"), Some("00:00"), None).is_err());
-        assert!(Policy::from_stored(None, Some(5), None, None, None, None).is_err());
-        assert!(Policy::from_stored(None, None, None, None, None, None).is_err());
-        assert!(Policy::from_stored(Some(20_000), None, None, None, None, None).is_err());
-        assert!(Policy::from_stored(Some(2), None, None, None, None, None).is_ok());
+        assert!(
+            Policy::from_stored(None, Some(5), Some("day"), Some("Mars/Olympus"), Some("00:00"), None, None).is_err()
+        );
+        assert!(Policy::from_stored(None, Some(5), None, None, None, None, None).is_err());
+        assert!(Policy::from_stored(None, None, None, None, None, None, None).is_err());
+        assert!(Policy::from_stored(Some(20_000), None, None, None, None, None, None).is_err());
+        assert!(Policy::from_stored(Some(2), None, None, None, None, None, None).is_ok());
     }
 
     // SPEC-0030 REQ-6
@@ -525,6 +767,7 @@ mod tests {
             now,
             in_flight,
             used,
+            additional_used: [0; ADDITIONAL_WINDOWS_MAX],
             earliest_lease_expiry: lease.map(|l| DateTime::parse_from_rfc3339(l).expect("instant").to_utc()),
             reaper_interval: Duration::seconds(30),
         };
@@ -536,7 +779,8 @@ mod tests {
         assert_eq!(exhausted.hint.next_eligible_at.map(|t| t.to_rfc3339()), Some("2026-12-01T00:00:00+00:00".into()));
         assert_eq!(exhausted.hint.exact, Some(true));
 
-        let capped = Policy { max_in_flight: Some(2), max_claims_per_window: None, window: None };
+        let capped =
+            Policy { max_in_flight: Some(2), max_claims_per_window: None, window: None, additional_windows: vec![] };
         let full = status(&capped, &observed(2, 0, Some("2026-11-30T17:04:00Z")));
         assert_eq!((full.status, full.used, full.window_resets_at), (QueueStatus::InFlightFull, None, None));
         assert_eq!(full.hint.next_eligible_at.map(|t| t.to_rfc3339()), Some("2026-11-30T17:04:30+00:00".into()));
@@ -553,5 +797,141 @@ mod tests {
         );
         let paused = status(&Policy { max_in_flight: Some(0), ..daily(5) }, &observed(0, 0, None));
         assert_eq!((paused.status, paused.hint.next_eligible_at), (QueueStatus::Paused, None));
+    }
+
+    fn minute_and_daily(per_minute: i64, per_day: i64) -> Policy {
+        Policy::from_request(&json!({"max_claims_per_window": per_day,
+            "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"},
+            "additional_windows": [{"max_claims": per_minute, "window": {"period": "minute"}}]}))
+        .expect("valid")
+    }
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).expect("instant").to_utc()
+    }
+
+    fn observed_with(now: &str, used: Used) -> Observation {
+        Observation {
+            now: at(now),
+            in_flight: 0,
+            used: used.primary,
+            additional_used: used.additional,
+            earliest_lease_expiry: None,
+            reaper_interval: Duration::seconds(30),
+        }
+    }
+
+    // Issue #52: several windows on one policy
+    #[test]
+    fn ext52_a_minute_window_defers_the_third_quick_claim() {
+        let policy = minute_and_daily(2, 100);
+        let used = |day, minute| Used { primary: day, additional: [minute, 0, 0, 0] };
+        assert_eq!(decide(&policy, 0, used(1, 1)), Decision::Admit);
+        assert_eq!(decide(&policy, 0, used(2, 2)), Decision::Refuse(Reason::WindowExhausted));
+        let deferred = status(&policy, &observed_with("2026-12-07T17:03:20Z", used(2, 2)));
+        assert_eq!(deferred.status, QueueStatus::WindowExhausted);
+        assert_eq!(deferred.hint.next_eligible_at, Some(at("2026-12-07T17:04:00Z")));
+        assert_eq!((deferred.hint.exact, deferred.hint.window), (Some(true), Some(WindowSpec::MINUTE)));
+        // The primary window's fields keep their meaning; `windows` has both, the primary first.
+        assert_eq!((deferred.used, deferred.remaining), (Some(2), Some(98)));
+        let windows: Vec<(&str, i64, i64, i64)> =
+            deferred.windows.iter().map(|w| (w.window.period_name(), w.max_claims, w.used, w.remaining)).collect();
+        assert_eq!(windows, [("day", 100, 2, 98), ("minute", 2, 2, 0)]);
+        assert_eq!(deferred.windows[1].window_start, at("2026-12-07T17:03:00Z"));
+        assert_eq!(deferred.windows[0].window_resets_at, at("2026-12-08T08:00:00Z"));
+    }
+
+    // Issue #52: next_eligible_at is the first instant every window admits again
+    #[test]
+    fn ext52_next_eligible_at_waits_for_every_exhausted_window() {
+        let policy = minute_and_daily(2, 3);
+        let both =
+            status(&policy, &observed_with("2026-12-07T17:03:20Z", Used { primary: 3, additional: [2, 0, 0, 0] }));
+        assert_eq!(both.hint.next_eligible_at, Some(at("2026-12-08T08:00:00Z")));
+        assert_eq!(both.hint.window, policy.window);
+        let day_only = status(&policy, &observed_with("2026-12-07T17:03:20Z", Used { primary: 3, additional: [0; 4] }));
+        assert_eq!((day_only.hint.next_eligible_at, day_only.hint.window), (both.hint.next_eligible_at, policy.window));
+        // A zero limit in any window pauses, with no time at all.
+        let paused = status(&minute_and_daily(0, 3), &observed_with("2026-12-07T17:03:20Z", Used::default()));
+        assert_eq!((paused.status, paused.hint.next_eligible_at), (QueueStatus::Paused, None));
+    }
+
+    // Issue #52: a group's claims in turn are charged to every window
+    #[test]
+    fn ext52_claims_in_turn_count_against_every_window() {
+        let policy = minute_and_daily(2, 100);
+        let observed = observed_with("2026-12-07T17:03:20Z", Used { primary: 40, additional: [0; 4] });
+        let in_turn = decide_in_turn(&policy, &observed, &[false, false, false], |used| used);
+        assert_eq!(in_turn.admitted.len(), 2);
+        let (reason, seen) = in_turn.refused.expect("the third is refused");
+        assert_eq!((reason, seen.used, seen.additional_used[0]), (Reason::WindowExhausted, 42, 2));
+        let headroom = Headroom::after_claim(&policy, 0, Some(seen.usage()), policy.charged_window(observed.now));
+        assert!(headroom.leaves_no_room() && headroom.remaining == Some(58));
+    }
+
+    // Issue #52: bad input names the field
+    #[test]
+    fn ext52_invalid_additional_windows_name_the_field() {
+        let daily = json!({"period": "day", "tz": "UTC", "start": "00:00"});
+        let minute = json!({"max_claims": 5, "window": {"period": "minute"}});
+        let with =
+            |additional: Value| json!({"max_claims_per_window": 10, "window": daily, "additional_windows": additional});
+        let cases = [
+            (
+                with(json!([minute, minute, {"max_claims": 5, "window": {"period": "month"}}])),
+                "additional_windows[2].window.period",
+            ),
+            (with(json!([minute, minute, minute, minute, minute])), "additional_windows[4]"),
+            (
+                with(json!([{"max_claims": 5, "window": {"period": "minute", "tz": "UTC"}}])),
+                "additional_windows[0].window.tz",
+            ),
+            (
+                with(json!([{"max_claims": 1_000_001, "window": {"period": "minute"}}])),
+                "additional_windows[0].max_claims",
+            ),
+            (with(json!([{"window": {"period": "minute"}}])), "additional_windows[0].max_claims"),
+            (with(json!([{"max_claims": 5}])), "additional_windows[0].window"),
+            (
+                with(json!([{"max_claims": 5, "window": {"period": "hour", "tz": "UTC"}}])),
+                "additional_windows[0].window.start",
+            ),
+            (
+                with(json!([{"max_claims": 5, "window": {"period": "minute"}, "burst": 1}])),
+                "additional_windows[0].burst",
+            ),
+            (with(json!({"max_claims": 5})), "additional_windows"),
+            (json!({"max_in_flight": 2, "additional_windows": [minute]}), "max_claims_per_window"),
+            (json!({"max_claims_per_window": 5, "window": {"period": "minute", "tz": "UTC"}}), "window.tz"),
+            (json!({"max_claims_per_window": 5, "window": {"period": "minute", "start": "00:00"}}), "window.start"),
+        ];
+        for (body, field) in cases {
+            let error = Policy::from_request(&body).expect_err(&body.to_string());
+            assert_eq!((error.code, error.extras["field"].as_str()), (Code::InvalidArgument, Some(field)), "{body}");
+            assert!(error.message.contains(field), "{} does not name {field}", error.message);
+        }
+    }
+
+    // Issue #52: the policy with several windows round trips, and a stored one evaluates
+    #[test]
+    fn ext52_a_policy_with_several_windows_round_trips_through_its_json() {
+        let body = json!({"max_in_flight": null, "max_claims_per_window": 5000,
+            "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"},
+            "additional_windows": [{"max_claims": 60, "window": {"period": "minute"}},
+                {"max_claims": 900, "window": {"period": "hour", "tz": "UTC", "start": "00:30"}}]});
+        let policy = Policy::from_request(&body).expect("valid");
+        assert_eq!(policy.to_json(), body);
+        let stored = Policy::from_stored(
+            None,
+            Some(5000),
+            Some("day"),
+            Some("America/Los_Angeles"),
+            Some("00:00"),
+            None,
+            policy.additional_windows_json().as_ref(),
+        );
+        assert_eq!(stored, Ok(policy));
+        let minute = Policy::from_stored(None, Some(5), Some("minute"), None, None, None, None).expect("minute");
+        assert_eq!(minute.to_json()["window"], json!({"period": "minute"}));
     }
 }

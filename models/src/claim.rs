@@ -204,6 +204,7 @@ impl ClaimNextRounds {
                     pending: q.pending,
                     next_eligible_at: hint.next_eligible_at,
                     exact: hint.exact,
+                    window: hint.window,
                 })
             })
             .collect();
@@ -227,6 +228,10 @@ pub fn deferred_error(
             .with("reason", reason.as_str())
             .with("next_eligible_at", hint.next_eligible_at.map(crate::window::wire_instant))
             .with("exact", hint.exact);
+    // Issue #52: a refusal by a window names the window.
+    if let Some(window) = hint.window {
+        error = error.with("window", window.to_json());
+    }
     if let Some(seconds) = retry_after_seconds {
         error = error.with("retry_after_seconds", seconds);
     }
@@ -306,7 +311,12 @@ mod tests {
         let in_flight_full = |identity: QueueIdentity, lapsed: i64| QueueAdmission {
             status: PolicyStatus {
                 status: QueueStatus::InFlightFull,
-                hint: AdmissionHint { reason: Some(Reason::InFlightFull), next_eligible_at: None, exact: Some(false) },
+                hint: AdmissionHint {
+                    reason: Some(Reason::InFlightFull),
+                    next_eligible_at: None,
+                    exact: Some(false),
+                    window: None,
+                },
                 ..unavailable_status()
             },
             lapsed,
@@ -486,8 +496,12 @@ mod tests {
     // SPEC-0030 REQ-7: the `deferred` error's fields, and retry_after_seconds at least 1.
     #[test]
     fn req7_the_deferred_error_names_queue_reason_and_when() {
-        let hint =
-            AdmissionHint { reason: Some(Reason::WindowExhausted), next_eligible_at: Some(at(90)), exact: Some(true) };
+        let hint = AdmissionHint {
+            reason: Some(Reason::WindowExhausted),
+            next_eligible_at: Some(at(90)),
+            exact: Some(true),
+            window: None,
+        };
         let error = deferred_error(&queue("a"), Reason::WindowExhausted, hint, Some(at(0)));
         assert_eq!(error.code, Code::Deferred);
         assert_eq!(error.message, "queue a admits no claim now: window_exhausted");

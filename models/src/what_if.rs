@@ -176,7 +176,7 @@ mod tests {
 
     fn hourly(max: i64, max_in_flight: Option<i64>) -> Policy {
         let spec = WindowSpec::parse("hour", "UTC", "00:00", None).expect("valid");
-        Policy { max_in_flight, max_claims_per_window: Some(max), window: Some(spec) }
+        Policy { max_in_flight, max_claims_per_window: Some(max), window: Some(spec), additional_windows: vec![] }
     }
 
     /// The oracle: the same rules stepped one second at a time, with nothing skipped.
@@ -221,7 +221,8 @@ mod tests {
 
     #[test]
     fn an_unlimited_policy_defers_nothing() {
-        let policy = Policy { max_in_flight: None, max_claims_per_window: None, window: None };
+        let policy =
+            Policy { max_in_flight: None, max_claims_per_window: None, window: None, additional_windows: vec![] };
         let claims: Vec<PastClaim> =
             (0..5).map(|i| PastClaim { claimed_at: at(i * 10), held_for: TimeDelta::seconds(100) }).collect();
         let replay = replay(&policy, &claims, at(1000));
@@ -261,7 +262,7 @@ mod tests {
             let policy = if window {
                 hourly(max, max_in_flight)
             } else {
-                Policy { max_in_flight, max_claims_per_window: None, window: None }
+                Policy { max_in_flight, max_claims_per_window: None, window: None, additional_windows: vec![] }
             };
             let claims: Vec<PastClaim> = claims
                 .iter()

@@ -14,13 +14,16 @@
 //! the gap, and a start inside a fold takes the earlier instant, so the fall-back day is one
 //! 25-hour window and the spring-forward day a 23-hour one. Hour windows start at every instant
 //! whose wall clock reads `hh:MM:00`, both passes of a fold included and none inside a gap, so
-//! they stay elapsed hours except where a zone shifts by a fraction of an hour.
+//! they stay elapsed hours except where a zone shifts by a fraction of an hour. Minute windows
+//! (issue #52) are the minutes of UTC, which are every zone's wall-clock minutes: no offset in
+//! the database since 1972 has a seconds part.
 
 use std::fmt;
 
 use chrono::offset::LocalResult;
 use chrono::{
-    DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta, TimeZone, Timelike, Utc, Weekday,
+    DateTime, Datelike, DurationRound, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta, TimeZone, Timelike, Utc,
+    Weekday,
 };
 use chrono_tz::{GapInfo, Tz};
 use serde::{Deserialize, Serialize};
@@ -54,6 +57,9 @@ pub fn generic_zone_name(zone: Tz, at: DateTime<Utc>) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WindowPeriod {
+    /// Each wall-clock minute (issue #52): no zone or start, every zone offset being whole
+    /// minutes since 1972.
+    Minute,
     Hour,
     Day,
     Week,
@@ -63,6 +69,7 @@ impl WindowPeriod {
     /// The wire and storage spelling, the same one serde uses.
     pub fn as_str(self) -> &'static str {
         match self {
+            WindowPeriod::Minute => "minute",
             WindowPeriod::Hour => "hour",
             WindowPeriod::Day => "day",
             WindowPeriod::Week => "week",
@@ -76,8 +83,9 @@ impl WindowPeriod {
 #[serde(try_from = "WindowSpecWire", into = "WindowSpecWire")]
 pub struct WindowSpec {
     pub period: WindowPeriod,
+    /// The zone; UTC, unused, for a minute window.
     pub tz: Tz,
-    /// Local wall-clock start. Hour windows use only its minute.
+    /// Local wall-clock start. Hour windows use only its minute; minute windows none of it.
     pub start: NaiveTime,
     /// Present exactly when `period` is `Week`.
     pub weekday: Option<Weekday>,
@@ -127,17 +135,45 @@ impl WindowSpec {
     /// not `HH:MM` from 00:00 to 23:59; a weekday other than `Mon`..`Sun`, or one missing on a
     /// week window or present on any other.
     pub fn parse(period: &str, tz: &str, start: &str, weekday: Option<&str>) -> Result<WindowSpec, WindowFieldError> {
+        WindowSpec::parse_fields(period, Some(tz), Some(start), weekday)
+    }
+
+    /// [`WindowSpec::parse`] for a request whose `tz` and `start` may be absent: a minute window
+    /// (issue #52) takes neither, and refuses either; every other period requires both.
+    ///
+    /// # Errors
+    ///
+    /// As [`WindowSpec::parse`], and `window.tz` or `window.start` present on a minute window
+    /// or absent on any other.
+    pub fn parse_fields(
+        period: &str,
+        tz: Option<&str>,
+        start: Option<&str>,
+        weekday: Option<&str>,
+    ) -> Result<WindowSpec, WindowFieldError> {
         let period = match period {
+            "minute" => WindowPeriod::Minute,
             "hour" => WindowPeriod::Hour,
             "day" => WindowPeriod::Day,
             "week" => WindowPeriod::Week,
             other => {
                 return Err(field_error(
                     "window.period",
-                    format!("{} is not a period; expected hour, day or week", quoted(other)),
+                    format!("{} is not a period; expected minute, hour, day or week", quoted(other)),
                 ));
             }
         };
+        if period == WindowPeriod::Minute {
+            let refused = |field: &'static str| field_error(field, "is not allowed when period is minute".into());
+            return match (tz, start, weekday) {
+                (Some(_), _, _) => Err(refused("window.tz")),
+                (_, Some(_), _) => Err(refused("window.start")),
+                (_, _, Some(_)) => Err(refused("window.weekday")),
+                (None, None, None) => Ok(WindowSpec::MINUTE),
+            };
+        }
+        let tz = tz.ok_or_else(|| field_error("window.tz", "is required".into()))?;
+        let start = start.ok_or_else(|| field_error("window.start", "is required".into()))?;
         // Tz's FromStr looks the name up in the compiled-in table, never on the host.
         let tz: Tz = tz.parse().map_err(|_| {
             field_error("window.tz", format!("{} is not a known IANA time zone (e.g. America/Los_Angeles)", quoted(tz)))
@@ -169,10 +205,18 @@ impl WindowSpec {
         Ok(WindowSpec { period, tz, start, weekday })
     }
 
+    /// The minute window: each wall-clock minute, the same instant in every zone.
+    pub const MINUTE: WindowSpec =
+        WindowSpec { period: WindowPeriod::Minute, tz: Tz::UTC, start: NaiveTime::MIN, weekday: None };
+
     /// The window containing `t`: `(start, end)` with `start <= t < end`, both absolute instants.
     pub fn window_containing(&self, t: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+        if self.period == WindowPeriod::Minute {
+            let start = t.duration_trunc(TimeDelta::minutes(1)).unwrap_or(t);
+            return (start, start + TimeDelta::minutes(1));
+        }
         let wide_radius_periods = match self.period {
-            WindowPeriod::Hour => WIDE_RADIUS_HOURS,
+            WindowPeriod::Minute | WindowPeriod::Hour => WIDE_RADIUS_HOURS,
             WindowPeriod::Day | WindowPeriod::Week => WIDE_RADIUS_DAYS_OR_WEEKS,
         };
         let window = window_around(&self.candidate_starts_utc(t, NARROW_RADIUS_PERIODS), t)
@@ -214,6 +258,30 @@ impl WindowSpec {
         self.period.as_str()
     }
 
+    /// The zone as stored and shown; None for a minute window, which has none.
+    pub fn tz_name(&self) -> Option<&'static str> {
+        (self.period != WindowPeriod::Minute).then(|| self.tz.name())
+    }
+
+    /// The start as stored and shown; None for a minute window, which has none.
+    pub fn start_text(&self) -> Option<String> {
+        (self.period != WindowPeriod::Minute).then(|| self.start_hhmm())
+    }
+
+    /// The window as the API writes it: `{period, tz, start, weekday?}`, or `{period: minute}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut window = serde_json::Map::new();
+        window.insert("period".into(), self.period_name().into());
+        if let (Some(tz), Some(start)) = (self.tz_name(), self.start_text()) {
+            window.insert("tz".into(), tz.into());
+            window.insert("start".into(), start.into());
+        }
+        if let Some(day) = self.weekday_name() {
+            window.insert("weekday".into(), day.into());
+        }
+        serde_json::Value::Object(window)
+    }
+
     /// Window starts near `t`, sorted and deduplicated, from anchors within `radius_periods`
     /// periods of `t`'s local time. Anchors can coincide: when a whole local day is skipped
     /// (Pacific/Apia 2011-12-30) the 30th's start resolves to the 31st's, so the 29th's window
@@ -222,7 +290,7 @@ impl WindowSpec {
         let local = t.with_timezone(&self.tz).naive_local();
         let mut starts_utc = Vec::new();
         match self.period {
-            WindowPeriod::Hour => {
+            WindowPeriod::Minute | WindowPeriod::Hour => {
                 let Some(base) = local.date().and_hms_opt(local.hour(), self.start.minute(), 0) else {
                     return starts_utc;
                 };
@@ -278,7 +346,7 @@ impl WindowSpec {
             // hour), hh:MM starts are exactly an hour apart and none can hide in between. Near a
             // transition, or a jump as large as Antarctica/Vostok's 7-hour fold in 1994, the
             // neighbouring starts can lie far outside ±1 local hour: use the wide set.
-            WindowPeriod::Hour => {
+            WindowPeriod::Minute | WindowPeriod::Hour => {
                 end_utc - start_utc == TimeDelta::hours(1)
                     && utc_offset_seconds(self.tz, start_utc) == utc_offset_seconds(self.tz, end_utc)
             }
@@ -291,7 +359,7 @@ impl WindowSpec {
         let offset = TimeDelta::seconds(utc_offset_seconds(self.tz, t).into());
         let local = t.naive_utc().checked_add_signed(offset)?;
         let (anchor, period_length) = match self.period {
-            WindowPeriod::Hour => {
+            WindowPeriod::Minute | WindowPeriod::Hour => {
                 (local.date().and_hms_opt(local.hour(), self.start.minute(), 0)?, TimeDelta::hours(1))
             }
             WindowPeriod::Day => (local.date().and_time(self.start), TimeDelta::days(1)),
@@ -405,6 +473,9 @@ impl schemars::JsonSchema for WindowSpec {
                   "weekday": { "type": "null" } } },
             { "type": "object", "additionalProperties": false, "required": ["period", "tz", "start", "weekday"],
               "properties": { "period": { "const": "week" }, "tz": tz, "start": start, "weekday": { "enum": days } } },
+            { "type": "object", "additionalProperties": false, "required": ["period"],
+              "properties": { "period": { "const": "minute" }, "tz": { "type": "null" }, "start": { "type": "null" },
+                  "weekday": { "type": "null" } } },
         ] })
     }
 }
@@ -414,8 +485,10 @@ impl schemars::JsonSchema for WindowSpec {
 #[derive(Serialize, Deserialize)]
 struct WindowSpecWire {
     period: String,
-    tz: String,
-    start: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tz: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     weekday: Option<String>,
 }
@@ -424,7 +497,7 @@ impl TryFrom<WindowSpecWire> for WindowSpec {
     type Error = WindowFieldError;
 
     fn try_from(wire: WindowSpecWire) -> Result<Self, Self::Error> {
-        WindowSpec::parse(&wire.period, &wire.tz, &wire.start, wire.weekday.as_deref())
+        WindowSpec::parse_fields(&wire.period, wire.tz.as_deref(), wire.start.as_deref(), wire.weekday.as_deref())
     }
 }
 
@@ -432,8 +505,8 @@ impl From<WindowSpec> for WindowSpecWire {
     fn from(spec: WindowSpec) -> Self {
         WindowSpecWire {
             period: spec.period_name().to_owned(),
-            tz: spec.tz.name().to_owned(),
-            start: spec.start_hhmm(),
+            tz: spec.tz_name().map(str::to_owned),
+            start: spec.start_text(),
             weekday: spec.weekday_name().map(str::to_owned),
         }
     }

@@ -9,7 +9,7 @@
 //! second one (the issue names quickcheck; the laws are the point, not the crate).
 
 use chrono::{DateTime, Duration, Utc};
-use models::admission::{Decision, Headroom, Observation, Policy, Reason, decide, decide_in_turn, status};
+use models::admission::{Decision, Headroom, Observation, Policy, Reason, Used, decide, decide_in_turn, status};
 use models::window::WindowSpec;
 use proptest::prelude::*;
 
@@ -26,7 +26,7 @@ fn raised(limit: Option<i64>, by: i64, lift: bool) -> Option<i64> {
 fn policy(max_in_flight: Option<i64>, max_claims_per_window: Option<i64>) -> Policy {
     let window =
         max_claims_per_window.map(|_| WindowSpec::parse("day", "Europe/Berlin", "09:00", None).expect("valid"));
-    Policy { max_in_flight, max_claims_per_window, window }
+    Policy { max_in_flight, max_claims_per_window, window, additional_windows: vec![] }
 }
 
 fn instant(seconds: i64) -> DateTime<Utc> {
@@ -94,6 +94,7 @@ proptest! {
             now: instant(0),
             in_flight: settled + lapsed,
             used,
+            additional_used: [0; 4],
             earliest_lease_expiry: None,
             reaper_interval: Duration::seconds(5),
         };
@@ -134,7 +135,7 @@ proptest! {
         let used_before = used_seed % max_claims; // within the cap, as any admitted claim is
         let policy = policy(None, Some(max_claims));
         let window = policy.window.as_ref().map(|w| w.window_containing(instant(now_seconds)));
-        let headroom = Headroom::after_claim(&policy, in_flight_before, Some(used_before + 1), window);
+        let headroom = Headroom::after_claim(&policy, in_flight_before, Some(Used::from(used_before + 1)), window);
         prop_assert_eq!(headroom.used.zip(headroom.remaining).map(|(u, r)| u + r), Some(max_claims));
         prop_assert_eq!(headroom.in_flight, in_flight_before + 1);
         prop_assert!(headroom.window_resets_at.is_some_and(|end| end > instant(now_seconds)));
@@ -151,7 +152,7 @@ proptest! {
         now_seconds in 1_600_000_000..1_900_000_000i64,
     ) {
         let now = instant(now_seconds);
-        let observed = Observation { now, in_flight, used, earliest_lease_expiry: None, reaper_interval: Duration::seconds(30) };
+        let observed = Observation { now, in_flight, used, earliest_lease_expiry: None, reaper_interval: Duration::seconds(30), additional_used: [0; 4] };
         let reported = status(&policy(max_in_flight, Some(max_claims)), &observed);
         let remaining = reported.remaining.expect("a windowed policy reports its remainder");
         prop_assert!(remaining >= 0);

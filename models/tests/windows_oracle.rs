@@ -176,6 +176,7 @@ proptest! {
         prop_assert_eq!(spec.window_containing(start - one_second).1, start);
         // Generous bounds: a skipped day or a 7-hour fold changes lengths by up to a day.
         let length_max = match spec.period {
+            WindowPeriod::Minute => TimeDelta::minutes(1),
             WindowPeriod::Hour => TimeDelta::hours(2),
             WindowPeriod::Day => TimeDelta::hours(48),
             WindowPeriod::Week => TimeDelta::days(8),

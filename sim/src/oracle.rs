@@ -43,6 +43,11 @@ impl Oracle {
     fn starts_around(&mut self, spec: &WindowSpec, t: DateTime<Utc>) -> Vec<DateTime<Utc>> {
         let local_date = t.with_timezone(&spec.tz).date_naive();
         match spec.period {
+            WindowPeriod::Minute => {
+                let floor =
+                    t - Duration::seconds(i64::from(t.second())) - Duration::nanoseconds(i64::from(t.nanosecond()));
+                (-1..=1).map(|m| floor + Duration::minutes(m)).collect()
+            }
             WindowPeriod::Hour => hour_starts(spec, t),
             WindowPeriod::Day => {
                 (-2..=2).filter_map(|k| self.day_start(spec, local_date + Duration::days(k))).collect()

@@ -352,6 +352,7 @@ struct PolicyRow {
     window_tz: Option<String>,
     window_start: Option<String>,
     window_weekday: Option<String>,
+    additional_windows: Option<Value>,
     created_at: DateTime<Utc>,
 }
 
@@ -372,7 +373,7 @@ struct AuditRow {
 async fn histories(pool: &PgPool, report: &mut InvariantReport) -> Result<Vec<History>, sqlx::Error> {
     let rows: Vec<PolicyRow> = sqlx::query_as(
         "SELECT endpoint_id, team_id, queue, max_in_flight, max_claims_per_window, window_period, window_tz, \
-           window_start, window_weekday, created_at FROM admission_policies",
+           window_start, window_weekday, additional_windows, created_at FROM admission_policies",
     )
     .fetch_all(pool)
     .await?;
@@ -417,6 +418,7 @@ async fn histories(pool: &PgPool, report: &mut InvariantReport) -> Result<Vec<Hi
                     row.window_tz.as_deref(),
                     row.window_start.as_deref(),
                     row.window_weekday.as_deref(),
+                    row.additional_windows.as_ref(),
                 );
                 match (&stored, last) {
                     (Err(problem), _) => {

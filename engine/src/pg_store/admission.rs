@@ -3,9 +3,9 @@
 
 use super::rows::{PolicyLimitsRow, PolicyRow, identity_of};
 use super::sql::{Binds, identity_filter};
-use super::{PgStore, db_error, finish, mutant_hooks};
+use super::{PgStore, additional_windows, db_error, finish, mutant_hooks};
 use chrono::{DateTime, Duration, Utc};
-use models::admission::{self, Observation, Policy};
+use models::admission::{self, ADDITIONAL_WINDOWS_MAX, Observation, Policy};
 use models::error::{Error, Result};
 use models::identity::Owner;
 use models::identity::QueueIdentity;
@@ -51,7 +51,8 @@ fn status_select(binds: &mut Binds, now: Option<DateTime<Utc>>, pending: Pending
     format!(
         "WITH clock AS (SELECT coalesce({now}::timestamptz, clock_timestamp()) AS now) \
          SELECT p.id, p.endpoint_id, p.team_id, p.queue, p.max_in_flight, p.max_claims_per_window, \
-           p.window_period, p.window_tz, p.window_start, p.window_weekday, p.created_at, p.updated_at, \
+           p.window_period, p.window_tz, p.window_start, p.window_weekday, p.additional_windows, \
+           p.created_at, p.updated_at, \
            (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
               AND t.endpoint_id = p.endpoint_id LIMIT {pending_limit}) counted) \
            + (SELECT count(*) FROM (SELECT 1 FROM todos t WHERE t.state = 'pending' AND t.queue = p.queue \
@@ -142,9 +143,21 @@ impl PgStore {
             .map_err(db_error)?
         };
         let usage: std::collections::HashMap<String, i32> = usage.into_iter().collect();
+        // Issue #52: the few policies with additional windows read those counters one by one.
+        let mut additional_used = Vec::with_capacity(rows.len());
+        for (row, policy) in rows.iter().zip(&policies) {
+            additional_used.push(match policy {
+                Ok(policy) if !policy.additional_windows.is_empty() => {
+                    let identity = identity_of(row.endpoint_id.clone(), row.team_id.clone(), row.queue.clone())?;
+                    additional_windows::used_now(&self.pool, &identity, policy, row.now).await?
+                }
+                _ => [0; ADDITIONAL_WINDOWS_MAX],
+            });
+        }
         rows.into_iter()
             .zip(policies)
-            .map(|(row, policy)| {
+            .zip(additional_used)
+            .map(|((row, policy), additional_used)| {
                 let used = usage.get(&row.id).map_or(0, |used| i64::from(*used));
                 let status = match &policy {
                     Ok(policy) => admission::status(
@@ -153,6 +166,7 @@ impl PgStore {
                             now: row.now,
                             in_flight: row.in_flight,
                             used,
+                            additional_used,
                             earliest_lease_expiry: row.earliest,
                             reaper_interval: self.reaper_interval_chrono(),
                         },
@@ -249,16 +263,19 @@ impl PgStore {
             let before = locked_policy_json(&mut tx, identity).await?;
             let now = self.clock_after_lock(&mut tx).await?;
             let window = policy.window.as_ref();
+            let additional_windows = policy.additional_windows_json();
             // The arbiter is the identity's unique constraint: (endpoint_id, queue) or (team_id, queue).
             let arbiter = if identity.endpoint_id().is_some() { "endpoint_id, queue" } else { "team_id, queue" };
             let id: String = sqlx::query_scalar(composed_sql!(
                 "INSERT INTO admission_policies AS p (id, endpoint_id, team_id, queue, max_in_flight, max_claims_per_window, \
-                   window_period, window_tz, window_start, window_weekday, created_by_human_id, updated_by_human_id, created_at, updated_at) \
-                 VALUES ('ap_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $11) \
+                   window_period, window_tz, window_start, window_weekday, additional_windows, created_by_human_id, \
+                   updated_by_human_id, created_at, updated_at) \
+                 VALUES ('ap_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $5, $6, $7, $8, $9, $12, $10, $10, \
+                   $11, $11) \
                  ON CONFLICT ({arbiter}) DO UPDATE SET max_in_flight = EXCLUDED.max_in_flight, \
                    max_claims_per_window = EXCLUDED.max_claims_per_window, window_period = EXCLUDED.window_period, \
                    window_tz = EXCLUDED.window_tz, window_start = EXCLUDED.window_start, window_weekday = EXCLUDED.window_weekday, \
-                   updated_by_human_id = EXCLUDED.updated_by_human_id, updated_at = EXCLUDED.updated_at \
+                   additional_windows = EXCLUDED.additional_windows, updated_by_human_id = EXCLUDED.updated_by_human_id, updated_at = EXCLUDED.updated_at \
                  RETURNING p.id"
             ))
             .bind(identity.endpoint_id())
@@ -267,11 +284,12 @@ impl PgStore {
             .bind(policy.max_in_flight.map(|v| v as i32))
             .bind(policy.max_claims_per_window.map(|v| v as i32))
             .bind(window.map(|w| w.period_name()))
-            .bind(window.map(|w| w.tz.name()))
-            .bind(window.map(|w| w.start_hhmm()))
+            .bind(window.and_then(|w| w.tz_name()))
+            .bind(window.and_then(|w| w.start_text()))
             .bind(window.and_then(|w| w.weekday_name()))
             .bind(&actor.human_id)
             .bind(now)
+            .bind(additional_windows)
             .fetch_one(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -279,6 +297,7 @@ impl PgStore {
                 && !mutant_hooks::redefinition_starts_at_zero()
             {
                 recount_window(&mut tx, identity, window, now).await?;
+                additional_windows::recount(&mut tx, identity, policy, now).await?;
             }
             self.watch_if_deferred_by(&mut tx, identity, policy, now).await?;
             let action = if before.is_some() { "update" } else { "create" };
@@ -320,7 +339,10 @@ impl PgStore {
         .await
         .map_err(db_error)?;
         let used = if policy.charges() { i64::from(used.unwrap_or(0)) } else { 0 };
-        if admission::decide(policy, in_flight, used) != admission::Decision::Admit {
+        let additional = additional_windows::used_now(&mut **tx, identity, policy, now).await?;
+        if admission::decide(policy, in_flight, admission::Used { primary: used, additional })
+            != admission::Decision::Admit
+        {
             self.watch_if_waiting(tx, identity, now).await?;
         }
         Ok(())
@@ -377,6 +399,11 @@ impl PgStore {
             .await
             .map_err(db_error)?
             .rows_affected();
+        sqlx::query("DELETE FROM admission_additional_windows WHERE window_start < $1")
+            .bind(now - Duration::days(USAGE_RETENTION_DAYS))
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
         sqlx::query("DELETE FROM admission_charges WHERE minute < $1")
             .bind(now - Duration::days(CHARGE_LEDGER_RETENTION_DAYS))
             .execute(&self.pool)
@@ -431,8 +458,8 @@ pub(super) async fn locked_policy_json(
     identity: &QueueIdentity,
 ) -> Result<Option<Value>> {
     let row: Option<PolicyLimitsRow> = sqlx::query_as(
-        "SELECT max_in_flight, max_claims_per_window, window_period, window_tz, window_start, window_weekday \
-         FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE",
+        "SELECT max_in_flight, max_claims_per_window, window_period, window_tz, window_start, window_weekday, \
+           additional_windows FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) FOR UPDATE",
     )
     .bind(identity.endpoint_id())
     .bind(identity.team_id())
@@ -441,13 +468,17 @@ pub(super) async fn locked_policy_json(
     .await
     .map_err(db_error)?;
     Ok(row.map(|row| {
-        serde_json::json!({
+        let mut before = serde_json::json!({
             "max_in_flight": row.max_in_flight,
             "max_claims_per_window": row.max_claims_per_window,
             "window": row.window_period.map(|period| serde_json::json!({
                 "period": period, "tz": row.window_tz, "start": row.window_start, "weekday": row.window_weekday,
             })),
-        })
+        });
+        if let (Some(additional), Some(map)) = (row.additional_windows, before.as_object_mut()) {
+            map.insert("additional_windows".into(), additional);
+        }
+        before
     }))
 }
 

@@ -38,7 +38,7 @@ use super::mutant_hooks::ClaimPlan;
 use super::rows::{LockedPolicy, lock_policy, lock_todo};
 use super::{PgStore, db_error, finish};
 use chrono::{DateTime, Utc};
-use models::admission::{self, Headroom, Observation, Policy, Reason};
+use models::admission::{self, Headroom, Observation, Policy, Reason, Used};
 use models::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
@@ -422,14 +422,21 @@ impl PgStore {
         // 6. Claim the admitted ones and charge one unit each.
         let charged_window = policy.charged_window(observed.now);
         let (charged, units) = charges(tx, &offers[..admitted], charged_window, plan).await?;
-        let charge = charged_window.filter(|_| units > 0).map(|(start, _)| Charge { window_start: start, units });
+        let charge = charged_window.filter(|_| units > 0).map(|(start, _)| Charge {
+            window_start: start,
+            units,
+            additional: super::additional_windows::current_windows(policy, observed.now),
+        });
         let (todos, used_after) = claim_locked(tx, &offers[..admitted], observed.now, charge).await?;
-        if let (Some(max), Some(used)) = (policy.max_claims_per_window, used_after)
+        if let Some(used) = used_after
             && !plan.over_admits_on_purpose()
         {
-            assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
+            for (slot, max, _) in policy.windows() {
+                let charged = used.of(slot);
+                assert!(charged <= max, "over-admission: charged {charged} > max_claims {max} of window {slot}");
+            }
         }
-        let used_before = used_after.map(|used| used - units);
+        let used_before = used_after.map(|used| minus_units(used, units, policy));
         let claimed = with_headroom(policy, charged_window, todos, &charged, &in_turn.admitted, used_before);
         // REQ-8 (issue #28): a claim that leaves no room defers the queue; the reopen watch is
         // recorded in this transaction, whatever surface the claim came from.
@@ -519,10 +526,17 @@ impl PgStore {
                 used = i64::from(reread.unwrap_or(0));
             }
         }
+        // Issue #52: a policy with additional windows reads their counters too, under the lock.
+        let additional_used = if policy.additional_windows.is_empty() {
+            [0; models::admission::ADDITIONAL_WINDOWS_MAX]
+        } else {
+            super::additional_windows::used_now(&mut **tx, identity, policy, now).await?
+        };
         Ok(Observation {
             now,
             in_flight,
             used,
+            additional_used,
             earliest_lease_expiry: earliest,
             reaper_interval: self.reaper_interval_chrono(),
         })
@@ -544,6 +558,15 @@ async fn charges(
     }
     let units = charged.iter().filter(|charged| **charged).count() as i64;
     Ok((charged, units))
+}
+
+/// `used` before a charge of `units` to every window of `policy`.
+fn minus_units(used: Used, units: i64, policy: &Policy) -> Used {
+    let mut before = Used { primary: used.primary - units, ..used };
+    for entry in before.additional.iter_mut().take(policy.additional_windows.len()) {
+        *entry -= units;
+    }
+    before
 }
 
 fn unavailable() -> Admission {

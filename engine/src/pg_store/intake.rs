@@ -325,7 +325,9 @@ impl PgStore {
                      'max_claims_per_window', p.max_claims_per_window, \
                      'window', CASE WHEN p.window_period IS NULL THEN NULL ELSE jsonb_build_object( \
                        'period', p.window_period, 'tz', p.window_tz, 'start', p.window_start, \
-                       'weekday', p.window_weekday) END), \
+                       'weekday', p.window_weekday) END) \
+                   || CASE WHEN p.additional_windows IS NULL THEN '{}'::jsonb \
+                      ELSE jsonb_build_object('additional_windows', p.additional_windows) END, \
                    NULL, $3 \
                  FROM (SELECT * FROM admission_policies WHERE endpoint_id = $1 ORDER BY queue FOR UPDATE) p",
             )

@@ -31,6 +31,7 @@ macro_rules! or_rollback {
     };
 }
 
+mod additional_windows;
 mod admission;
 mod batch;
 mod board_reads;

@@ -105,6 +105,8 @@ pub(crate) struct PolicyLimitsRow {
     pub(crate) window_tz: Option<String>,
     pub(crate) window_start: Option<String>,
     pub(crate) window_weekday: Option<String>,
+    /// Issue #52: the additional windows, as the API writes them.
+    pub(crate) additional_windows: Option<serde_json::Value>,
 }
 
 impl PolicyLimitsRow {
@@ -118,6 +120,7 @@ impl PolicyLimitsRow {
             self.window_tz.as_deref(),
             self.window_start.as_deref(),
             self.window_weekday.as_deref(),
+            self.additional_windows.as_ref(),
         )
     }
 }
@@ -176,7 +179,7 @@ pub(crate) async fn lock_policy(
         ($lock:literal) => {
             concat!(
                 "SELECT id, max_in_flight, max_claims_per_window, window_period, window_tz, window_start, \
-                 window_weekday FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) ",
+                 window_weekday, additional_windows FROM admission_policies WHERE queue = $3 AND (endpoint_id = $1 OR team_id = $2) ",
                 $lock
             )
         };

@@ -110,6 +110,7 @@ impl Db {
             max_claims_per_window: Some(limits.max_claims_per_window),
             // `decide` never looks at the window, and the model has only the current one.
             window: None,
+            additional_windows: vec![],
         };
         Db {
             todos: (0..todo_count).map(|_| Ranked::new(TODO_ROW_RANK, TodoRow::default())).collect(),

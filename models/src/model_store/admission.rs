@@ -34,19 +34,24 @@ impl PolicyRow {
             self.window_tz.as_deref(),
             self.window_start.as_deref(),
             self.window_weekday.as_deref(),
+            self.additional_windows.as_ref(),
         )
     }
 
     /// The row as the audit's `before` records it (`locked_policy_json`): raw columns, not the
     /// evaluated policy, so a corrupt row is audited as it was.
     pub(super) fn raw_json(&self) -> Value {
-        json!({
+        let mut raw = json!({
             "max_in_flight": self.max_in_flight,
             "max_claims_per_window": self.max_claims_per_window,
             "window": self.window_period.as_ref().map(|period| json!({
                 "period": period, "tz": self.window_tz, "start": self.window_start, "weekday": self.window_weekday,
             })),
-        })
+        });
+        if let (Some(additional), Some(map)) = (&self.additional_windows, raw.as_object_mut()) {
+            map.insert("additional_windows".into(), additional.clone());
+        }
+        raw
     }
 }
 
@@ -108,17 +113,16 @@ impl ModelStore {
         }
         // Takeover candidates: claimable again (`Todo::claimable_at`), yet counted in flight.
         let lapsed = in_flight.iter().filter(|t| t.claimable_at(now)).count() as i64;
-        let used = match &evaluated {
-            Ok(Policy { window: Some(window), .. }) => state.used(&row.identity, window.window_start(now)),
-            _ => 0,
-        };
+        let used =
+            evaluated.as_ref().map_or_else(|_| Default::default(), |policy| state.used(&row.identity, policy, now));
         let status = match &evaluated {
             Ok(policy) => admission::status(
                 policy,
                 &Observation {
                     now,
                     in_flight: in_flight.len() as i64,
-                    used,
+                    used: used.primary,
+                    additional_used: used.additional,
                     earliest_lease_expiry: in_flight
                         .iter()
                         .filter_map(|t| t.lease_expires_at)
@@ -154,8 +158,8 @@ impl ModelStore {
         let mut windows: Vec<(DateTime<Utc>, i64)> = state
             .usage
             .iter()
-            .filter(|((owner, _), _)| owner == identity)
-            .map(|((_, start), used)| (*start, *used))
+            .filter(|((owner, slot, _), _)| owner == identity && *slot == 0)
+            .map(|((_, _, start), used)| (*start, *used))
             .collect();
         windows.sort_by_key(|(start, _)| std::cmp::Reverse(*start));
         windows.truncate(DETAIL_WINDOWS_MAX as usize);
@@ -196,9 +200,10 @@ impl ModelStore {
             max_in_flight,
             max_claims_per_window,
             window_period: window.map(|w| w.period_name().to_string()),
-            window_tz: window.map(|w| w.tz.name().to_string()),
-            window_start: window.map(|w| w.start_hhmm()),
+            window_tz: window.and_then(|w| w.tz_name()).map(str::to_string),
+            window_start: window.and_then(|w| w.start_text()),
             window_weekday: window.and_then(|w| w.weekday_name()).map(str::to_string),
+            additional_windows: policy.additional_windows_json(),
             created_at: now,
             updated_at: now,
         };
@@ -209,10 +214,10 @@ impl ModelStore {
                 state.policies.push(PolicyRow { id, ..row });
             }
         }
-        if let Some(window) = policy.charged_window(now)
-            && !crate::mutants::hooks::redefinition_starts_at_zero()
-        {
-            state.recount_window(identity, window);
+        if !crate::mutants::hooks::redefinition_starts_at_zero() {
+            for (slot, start, end) in policy.charged_windows(now) {
+                state.recount_window(identity, slot, (start, end));
+            }
         }
         // REQ-8 (issue #28): a write that leaves the identity deferred watches it, in this write.
         let deferred = self
@@ -265,7 +270,7 @@ impl ModelStore {
         let mut state = self.lock();
         let cutoff = self.clock.now() - Duration::days(USAGE_RETENTION_DAYS);
         let before = state.usage.len();
-        state.usage.retain(|(_, window_start), _| *window_start >= cutoff);
+        state.usage.retain(|(_, _, window_start), _| *window_start >= cutoff);
         let ledger_cutoff = self.clock.now() - Duration::days(CHARGE_LEDGER_RETENTION_DAYS);
         state.charges.retain(|(_, minute), _| *minute >= ledger_cutoff);
         let now = self.clock.now();

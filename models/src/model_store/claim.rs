@@ -8,7 +8,7 @@
 
 use super::admission::Pending;
 use super::{ModelStore, State};
-use crate::admission::{self, AdmissionHint, Decision, Headroom, Observation, Policy, Reason};
+use crate::admission::{self, AdmissionHint, Decision, Headroom, Observation, Policy, Reason, Used, WindowSlot};
 use crate::claim::{ClaimNextRounds, Exhausted, deferred_error};
 use crate::error::{Error, Result};
 use crate::identity::QueueIdentity;
@@ -192,17 +192,25 @@ impl ModelStore {
         };
         let observed = self.observe(state, &policy, candidate);
         state.check_claimable(candidate, observed.now)?;
-        match admission::decide(&policy, observed.in_flight, observed.used) {
+        match admission::decide(&policy, observed.in_flight, observed.usage()) {
             Decision::Refuse(reason) => {
                 let hint = admission::status(&policy, &observed).hint;
                 Ok(Admission::Refused { reason, hint, now: Some(observed.now) })
             }
             Decision::Admit => {
                 let charged_window = policy.charged_window(observed.now);
-                let charge = charged_window.map(|(start, _)| start);
+                let charge: Option<Vec<(WindowSlot, DateTime<Utc>)>> = charged_window.map(|_| {
+                    policy.charged_windows(observed.now).into_iter().map(|(slot, start, _)| (slot, start)).collect()
+                });
                 let (todo, used) = state.claim_locked(actor, &candidate.id, observed.now, lease_seconds, charge)?;
-                if let (Some(max), Some(used)) = (policy.max_claims_per_window, used) {
-                    assert!(used <= max, "over-admission: charged {used} > max_claims_per_window {max}");
+                if let Some(used) = used {
+                    for (slot, max, _) in policy.windows() {
+                        let charged = used.of(slot);
+                        assert!(
+                            charged <= max,
+                            "over-admission: charged {charged} > max_claims {max} of window {slot}"
+                        );
+                    }
                 }
                 let headroom = Headroom::after_claim(&policy, observed.in_flight, used, charged_window);
                 if headroom.leaves_no_room() && !crate::mutants::hooks::watch_on_refusal_only() {
@@ -222,11 +230,12 @@ impl ModelStore {
             .values()
             .filter(|t| t.state == TodoState::Claimed && t.identity == candidate.identity && t.id != candidate.id)
             .collect();
-        let used = policy.window.as_ref().map_or(0, |w| state.used(&candidate.identity, w.window_start(now)));
+        let used = state.used(&candidate.identity, policy, now);
         Observation {
             now,
             in_flight: others.len() as i64,
-            used,
+            used: used.primary,
+            additional_used: used.additional,
             // REQ-6: the earliest live lease; a lapsed one frees its slot at the next reap.
             earliest_lease_expiry: others.iter().filter_map(|t| t.lease_expires_at).filter(|l| *l >= now).min(),
             reaper_interval: self.reaper_interval_chrono(),
@@ -274,8 +283,8 @@ impl State {
         id: &str,
         now: DateTime<Utc>,
         lease_seconds: i64,
-        charge: Option<DateTime<Utc>>,
-    ) -> Result<(Todo, Option<i64>)> {
+        charge: Option<Vec<(WindowSlot, DateTime<Utc>)>>,
+    ) -> Result<(Todo, Option<Used>)> {
         let label = actor.label();
         let todo = self.todo_mut(id)?;
         todo.state = TodoState::Claimed;
@@ -300,7 +309,7 @@ impl State {
             outcome: None,
         });
         let identity = todo.identity.clone();
-        let used = charge.map(|window_start| self.charge(&identity, window_start, now));
+        let used = charge.map(|windows| self.charge(&identity, &windows, now));
         debug_assert!(todo.state == TodoState::Claimed && todo.attempt >= 1);
         Ok((todo, used))
     }

@@ -57,6 +57,7 @@ mod tests;
 pub use hooks::OutboxEntry;
 pub use journal::{LoggedRing, PushJournal, WatchRecord};
 
+use crate::admission::{Policy, Used, WindowSlot};
 use crate::capacity::CapacityEnv;
 use crate::counters::Counters;
 use crate::error::{Error, Result};
@@ -134,9 +135,9 @@ struct State {
     todos: BTreeMap<String, Todo>,
     attempts: BTreeMap<String, Vec<Attempt>>,
     policies: Vec<PolicyRow>,
-    /// Units charged per (queue identity, window start) (REQ-5): `admission_windows`. Kept
-    /// through every policy change (issue #28).
-    usage: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
+    /// Units charged per (queue identity, window slot, window start) (REQ-5, issue #52):
+    /// `admission_windows`. Kept through every policy change (issue #28).
+    usage: BTreeMap<(QueueIdentity, WindowSlot, DateTime<Utc>), i64>,
     /// The charge ledger, units per (queue identity, whole minute): `admission_charges`.
     charges: BTreeMap<(QueueIdentity, DateTime<Utc>), i64>,
     /// The write limiter's theoretical arrival time per key: `write_limits`.
@@ -190,6 +191,8 @@ struct PolicyRow {
     window_tz: Option<String>,
     window_start: Option<String>,
     window_weekday: Option<String>,
+    /// Issue #52: the additional windows as the API writes them (`additional_windows` jsonb).
+    additional_windows: Option<Value>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -264,7 +267,7 @@ impl ModelStore {
     pub(crate) fn window_usage(&self) -> Vec<(QueueIdentity, DateTime<Utc>, i64)> {
         let state = self.lock();
         let mut usage = Vec::new();
-        for ((identity, window_start), used) in &state.usage {
+        for ((identity, _, window_start), used) in state.usage.iter().filter(|((_, slot, _), _)| *slot == 0) {
             usage.push((identity.clone(), *window_start, *used));
         }
         usage
@@ -314,35 +317,64 @@ impl State {
         self.policies.iter().find(|p| &p.identity == identity)
     }
 
-    fn used(&self, identity: &QueueIdentity, window_start: DateTime<Utc>) -> i64 {
-        self.usage.get(&(identity.clone(), window_start)).copied().unwrap_or(0)
+    /// Every window's usage at `now` under `policy`, the primary's first (issue #52).
+    fn used(&self, identity: &QueueIdentity, policy: &Policy, now: DateTime<Utc>) -> Used {
+        let mut used = Used::default();
+        for (slot, _, window) in policy.windows() {
+            let units = self.usage.get(&(identity.clone(), slot, window.window_start(now))).copied().unwrap_or(0);
+            if slot == 0 {
+                used.primary = units;
+            } else {
+                used.additional[slot - 1] = units;
+            }
+        }
+        used
     }
 
-    /// REQ-3: one claim's charge, in the window's counter and in the ledger; the counter after it.
-    fn charge(&mut self, identity: &QueueIdentity, window_start: DateTime<Utc>, now: DateTime<Utc>) -> i64 {
+    /// REQ-3: one claim's charge, in the ledger and in the counter of each window in `windows`
+    /// (slot, window start); the counters after it.
+    fn charge(
+        &mut self,
+        identity: &QueueIdentity,
+        windows: &[(WindowSlot, DateTime<Utc>)],
+        now: DateTime<Utc>,
+    ) -> Used {
         *self.charges.entry((identity.clone(), crate::charges::charge_minute(now))).or_default() += 1;
-        let used = self.usage.entry((identity.clone(), window_start)).or_default();
-        *used += 1;
-        *used
+        let mut after = Used::default();
+        for &(slot, window_start) in windows {
+            let used = self.usage.entry((identity.clone(), slot, window_start)).or_default();
+            *used += 1;
+            if slot == 0 {
+                after.primary = *used;
+            } else {
+                after.additional[slot - 1] = *used;
+            }
+        }
+        after
     }
 
-    /// Issue #28: the counter of `window` rebuilt from the ledger (the charges committed in its
-    /// span, under whatever definition charged them). Written only when there is a charge, as
-    /// `PgStore`'s rebuild inserts no empty row.
-    fn recount_window(&mut self, identity: &QueueIdentity, (start, end): (DateTime<Utc>, DateTime<Utc>)) {
+    /// Issue #28: the counter of `window` in `slot` rebuilt from the ledger (the charges
+    /// committed in its span, under whatever definition charged them). Written only when there
+    /// is a charge, as `PgStore`'s rebuild inserts no empty row.
+    fn recount_window(
+        &mut self,
+        identity: &QueueIdentity,
+        slot: WindowSlot,
+        (start, end): (DateTime<Utc>, DateTime<Utc>),
+    ) {
         let ledger = self
             .charges
             .range((identity.clone(), start)..(identity.clone(), end))
             .map(|((_, minute), units)| (*minute, *units));
         let units = crate::charges::units_within(ledger, start, end);
         if units > 0 {
-            self.usage.insert((identity.clone(), start), units);
+            self.usage.insert((identity.clone(), slot, start), units);
         }
     }
 
     /// The usage and ledger of identities whose owner is deleted (the foreign keys' cascade).
     fn forget_charges(&mut self, gone: impl Fn(&QueueIdentity) -> bool) {
-        self.usage.retain(|(identity, _), _| !gone(identity));
+        self.usage.retain(|(identity, _, _), _| !gone(identity));
         self.charges.retain(|(identity, _), _| !gone(identity));
     }
 

@@ -41,6 +41,8 @@ pub struct DeferredQueue {
     pub pending: i64,
     pub next_eligible_at: Option<DateTime<Utc>>,
     pub exact: Option<bool>,
+    /// Issue #52: the window that defers it, for `window_exhausted`.
+    pub window: Option<crate::window::WindowSpec>,
 }
 
 /// The claims role: `claim_next`, its batch form, and the claim of a named todo. Each claim is

@@ -10,12 +10,24 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// An admission policy as the wire writes it (contract §3): the limits and the window.
+/// An admission policy as the wire writes it (contract §3): the limits and the window, and
+/// issue #52's additional windows when there are some.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyBody {
     pub max_in_flight: Option<i64>,
     pub max_claims_per_window: Option<i64>,
     pub window: Option<WindowSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4))]
+    pub additional_windows: Vec<WindowLimitBody>,
+}
+
+/// One additional window of a policy and its limit (issue #52).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowLimitBody {
+    #[schemars(range(min = 0, max = 1_000_000))]
+    pub max_claims: i64,
+    pub window: WindowSpec,
 }
 
 impl From<&Policy> for PolicyBody {
@@ -24,6 +36,11 @@ impl From<&Policy> for PolicyBody {
             max_in_flight: policy.max_in_flight,
             max_claims_per_window: policy.max_claims_per_window,
             window: policy.window,
+            additional_windows: policy
+                .additional_windows
+                .iter()
+                .map(|limit| WindowLimitBody { max_claims: limit.max_claims, window: limit.window })
+                .collect(),
         }
     }
 }

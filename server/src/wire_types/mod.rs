@@ -11,6 +11,7 @@ use models::admission::{AdmissionHint, AdmissionState, Headroom, PolicyStatus, Q
 use models::identity::{Owner, QueueIdentity};
 use models::store::{Claimed, ClaimedMany, DeferredQueue};
 use models::todo::{Created, CreatedByKind, Todo, TodoState};
+use models::window::WindowSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -183,6 +184,23 @@ pub struct StatusBody {
     pub window_resets_at: Option<Millis>,
     pub next_eligible_at: Option<Millis>,
     pub exact: Option<bool>,
+    /// Issue #52: for `window_exhausted`, the window that defers the queue longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowSpec>,
+    /// Issue #52: every window with its usage, the primary first; empty without a window limit.
+    #[serde(default)]
+    pub windows: Vec<WindowStatusBody>,
+}
+
+/// One window of a status's `windows` (issue #52).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowStatusBody {
+    pub window: WindowSpec,
+    pub max_claims: i64,
+    pub used: i64,
+    pub remaining: i64,
+    pub window_start: Millis,
+    pub window_resets_at: Millis,
 }
 
 impl From<&PolicyStatus> for StatusBody {
@@ -198,6 +216,19 @@ impl From<&PolicyStatus> for StatusBody {
             window_resets_at: millis(status.window_resets_at),
             next_eligible_at: millis(status.hint.next_eligible_at),
             exact: status.hint.exact,
+            window: status.hint.window,
+            windows: status
+                .windows
+                .iter()
+                .map(|w| WindowStatusBody {
+                    window: w.window,
+                    max_claims: w.max_claims,
+                    used: w.used,
+                    remaining: w.remaining,
+                    window_start: Millis(w.window_start),
+                    window_resets_at: Millis(w.window_resets_at),
+                })
+                .collect(),
         }
     }
 }
@@ -235,6 +266,9 @@ pub struct DeferredBody {
     pub pending: i64,
     pub next_eligible_at: Option<Millis>,
     pub exact: Option<bool>,
+    /// Issue #52: for `window_exhausted`, the window that defers the queue longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowSpec>,
 }
 
 impl From<&DeferredQueue> for DeferredBody {
@@ -246,6 +280,7 @@ impl From<&DeferredQueue> for DeferredBody {
             pending: deferred.pending,
             next_eligible_at: millis(deferred.next_eligible_at),
             exact: deferred.exact,
+            window: deferred.window,
         }
     }
 }
@@ -428,8 +463,12 @@ mod tests {
             json!({"state": "admitted"})
         );
         let at = DateTime::parse_from_rfc3339("2026-11-02T09:30:00Z").expect("instant").to_utc();
-        let deferred =
-            AdmissionHint { reason: Some(Reason::WindowExhausted), next_eligible_at: Some(at), exact: Some(true) };
+        let deferred = AdmissionHint {
+            reason: Some(Reason::WindowExhausted),
+            next_eligible_at: Some(at),
+            exact: Some(true),
+            window: None,
+        };
         let written = serde_json::to_value(HintBody::from(&deferred)).expect("json");
         assert_eq!(
             written,
@@ -442,8 +481,14 @@ mod tests {
     fn the_empty_claim_answer_lists_deferred_queues_only_when_there_are_some() {
         assert_eq!(serde_json::to_value(ClaimNextBody::empty(&[])).expect("json"), json!({"empty": true}));
         let identity = QueueIdentity { owner: Owner::Team("tm_1".into()), queue: "inbox".into() };
-        let deferred =
-            DeferredQueue { identity, reason: Reason::Paused, pending: 2, next_eligible_at: None, exact: None };
+        let deferred = DeferredQueue {
+            identity,
+            reason: Reason::Paused,
+            pending: 2,
+            next_eligible_at: None,
+            exact: None,
+            window: None,
+        };
         assert_eq!(
             serde_json::to_value(ClaimNextBody::empty(&[deferred])).expect("json"),
             json!({"empty": true, "deferred": [{"queue": "inbox", "scope": "team:tm_1", "reason": "paused",

@@ -10,7 +10,7 @@
 
 pub use super::text_schemas::REFERENCE;
 use super::text_schemas::{NO_NUL, grant_pattern, not_blank, shift_pattern};
-use models::admission::{MAX_CLAIMS_PER_WINDOW_LIMIT, MAX_IN_FLIGHT_LIMIT};
+use models::admission::{ADDITIONAL_WINDOWS_MAX, MAX_CLAIMS_PER_WINDOW_LIMIT, MAX_IN_FLIGHT_LIMIT};
 use models::capacity::CAPACITY_SETTING_MAX;
 use models::error::{Error, Result};
 use models::limits::TODOS_PER_BATCH_MAX;
@@ -251,6 +251,11 @@ impl JsonSchema for PolicyRequest {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let window = generator.subschema_for::<WindowSpec>();
         let limit = |max: i64| json_schema!({ "type": ["integer", "null"], "minimum": 0, "maximum": max });
+        let additional_windows = json_schema!({ "type": ["array", "null"], "maxItems": ADDITIONAL_WINDOWS_MAX,
+            "items": { "type": "object", "additionalProperties": false, "required": ["max_claims", "window"],
+                "properties": { "max_claims": { "type": "integer", "minimum": 0, "maximum": MAX_CLAIMS_PER_WINDOW_LIMIT },
+                    "window": window.clone() } },
+            "description": "issue #52: further windows every claim must also fit, each charged" });
         // Two complete alternatives rather than rules beside `properties`, so a generator meets
         // each: an in-flight cap alone, or a window limit with its window.
         json_schema!({ "anyOf": [
@@ -260,7 +265,7 @@ impl JsonSchema for PolicyRequest {
             { "type": "object", "additionalProperties": false, "required": ["max_claims_per_window", "window"],
               "properties": { "max_in_flight": limit(MAX_IN_FLIGHT_LIMIT),
                   "max_claims_per_window": { "type": "integer", "minimum": 0, "maximum": MAX_CLAIMS_PER_WINDOW_LIMIT },
-                  "window": window } },
+                  "window": window, "additional_windows": additional_windows } },
         ], "description": "max_in_flight, max_claims_per_window or both; a window whenever max_claims_per_window is set" })
     }
 }

@@ -107,7 +107,7 @@ impl PgStore {
              SELECT cand.id, cand.endpoint_id, cand.team_id, cand.queue, cand.takes_over, cand.more_ids, \
                cand.more_take_over, p.id AS policy_id, \
                p.max_in_flight, p.max_claims_per_window, p.window_period, p.window_tz, p.window_start, \
-               p.window_weekday \
+               p.window_weekday, p.additional_windows \
              FROM picked cand LEFT JOIN LATERAL ( \
                SELECT p.* FROM admission_policies p \
                WHERE p.queue = cand.queue AND (p.endpoint_id = cand.endpoint_id OR p.team_id = cand.team_id) \
