@@ -51,6 +51,9 @@ pub struct PolicyFields {
     pub weekday: String,
     #[serde(default)]
     pub max_in_flight: String,
+    /// Issue #52: the additional windows as the API writes them (a JSON list), empty for none.
+    #[serde(default)]
+    pub additional_windows: String,
     /// `preview` replays the last week under the typed budget and saves nothing; anything else
     /// saves.
     #[serde(default)]
@@ -65,10 +68,14 @@ impl PolicyFields {
             csrf: String::new(),
             max_claims_per_window: number(policy.and_then(|p| p.max_claims_per_window)),
             period: window.map_or("day", |w| w.period_name()).to_string(),
-            tz: window.map_or_else(|| "UTC".to_string(), |w| w.tz.name().to_string()),
-            start: window.map_or_else(|| "00:00".to_string(), |w| w.start_hhmm()),
+            tz: window.and_then(|w| w.tz_name()).unwrap_or("UTC").to_string(),
+            start: window.and_then(|w| w.start_text()).unwrap_or_else(|| "00:00".to_string()),
             weekday: window.and_then(|w| w.weekday_name()).unwrap_or("").to_string(),
             max_in_flight: number(policy.and_then(|p| p.max_in_flight)),
+            additional_windows: policy
+                .and_then(Policy::additional_windows_json)
+                .map(|windows| windows.to_string())
+                .unwrap_or_default(),
             action: String::new(),
         }
     }
@@ -89,11 +96,23 @@ impl PolicyFields {
         let max_in_flight = number("max_in_flight", &self.max_in_flight)?;
         let window = if max_claims.is_null() {
             Value::Null
+        } else if self.period.trim() == "minute" {
+            // A minute window has no zone or start; the fields the form still shows are ignored.
+            json!({ "period": "minute" })
         } else {
             let weekday = if self.period == "week" { json!(self.weekday.trim()) } else { Value::Null };
             json!({ "period": self.period.trim(), "tz": self.tz.trim(), "start": self.start.trim(), "weekday": weekday })
         };
-        Ok(json!({ "max_claims_per_window": max_claims, "max_in_flight": max_in_flight, "window": window }))
+        let additional = self.additional_windows.trim();
+        let additional_windows = if additional.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(additional).map_err(|_| {
+                Error::invalid("additional_windows", "additional_windows must be a JSON list of {max_claims, window}")
+            })?
+        };
+        Ok(json!({ "max_claims_per_window": max_claims, "max_in_flight": max_in_flight, "window": window,
+            "additional_windows": additional_windows }))
     }
 }
 
@@ -106,6 +125,7 @@ pub struct FieldErrors {
     pub start: Option<String>,
     pub weekday: Option<String>,
     pub max_in_flight: Option<String>,
+    pub additional_windows: Option<String>,
     pub general: Option<String>,
 }
 
@@ -120,6 +140,7 @@ impl FieldErrors {
             "window.start" => errors.start = message,
             "window.weekday" => errors.weekday = message,
             "max_in_flight" => errors.max_in_flight = message,
+            field if field.starts_with("additional_windows") => errors.additional_windows = message,
             _ => errors.general = message,
         }
         errors
@@ -320,4 +341,26 @@ pub async fn clear(
     state.store.clear_policy(&identity, &actor).await?;
     state.push.capacity_changed();
     Ok(Redirect::to(&format!("{}#edit-budget", queue_path(&identity))).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue #52: a save from the board is a full replace, so the editor carries the additional
+    // windows it was shown; a minute primary window sends no zone or start.
+    #[test]
+    fn ext52_the_editor_keeps_additional_windows_and_a_minute_window_through_a_save() {
+        let body = json!({"max_in_flight": 3, "max_claims_per_window": 60, "window": {"period": "minute"},
+            "additional_windows": [{"max_claims": 5000, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}]});
+        let policy = Policy::from_request(&body).expect("valid");
+        let fields = PolicyFields::from_policy(Some(&policy));
+        let saved = Policy::from_request(&fields.to_request().expect("request")).expect("saved");
+        assert_eq!(saved, policy);
+
+        let broken = PolicyFields { additional_windows: "[{".into(), ..fields };
+        let error = broken.to_request().expect_err("not JSON");
+        assert_eq!(error.extras["field"], "additional_windows");
+        assert!(FieldErrors::from_error(&error).additional_windows.is_some());
+    }
 }
