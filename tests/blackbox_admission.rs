@@ -586,3 +586,85 @@ async fn req3_a_redefined_window_counts_the_claims_already_in_it_over_the_api() 
     assert_eq!(world.put_policy(&alice, &scope, "inbox", moved).await.0, 200);
     assert_eq!(used(&world, &alice, &scope).await, 3, "the redefined window forgot the claims in its span");
 }
+
+/// Waits, if need be, until the wall clock is early enough in its minute that a few quick
+/// claims all fall in one minute window (at most 20 s).
+async fn early_in_a_minute() {
+    use chrono::Timelike;
+    let second = chrono::Utc::now().second();
+    if second > 40 {
+        tokio::time::sleep(std::time::Duration::from_secs(u64::from(61 - second))).await;
+    }
+}
+
+// Issue #52 "a minute window defers the third quick claim", over the API and MCP: a per-minute
+// plus per-day policy; bad windows refused naming the field; the refusal names its window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext52_a_minute_window_defers_the_third_quick_claim_over_the_api_and_mcp() {
+    let world = World::start().await;
+    let alice = world.human("alice");
+    let (slug, key) = slug_key(&world.client.vend(&alice, json!({"name": "w", "queues": ["inbox"]})).await);
+    let scope = format!("endpoint:{slug}");
+    let minute = json!({"max_claims": 2, "window": {"period": "minute"}});
+    let policy = |additional: Value| {
+        json!({"max_in_flight": null, "max_claims_per_window": 5000,
+            "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"}, "additional_windows": additional})
+    };
+    let (status, saved) = world.put_policy(&alice, &scope, "inbox", policy(json!([minute]))).await;
+    assert_eq!(status, 200, "{saved}");
+    assert_eq!(saved["policy"]["additional_windows"], json!([minute]));
+    assert_eq!(saved["status"]["windows"].as_array().map(Vec::len), Some(2), "{saved}");
+
+    for (bad, field) in [
+        (policy(json!([minute, minute, minute, minute, minute])), "additional_windows[4]"),
+        (
+            policy(json!([{"max_claims": 2, "window": {"period": "minute", "tz": "UTC"}}])),
+            "additional_windows[0].window.tz",
+        ),
+        (
+            policy(json!([minute, minute, {"max_claims": 2, "window": {"period": "fortnight"}}])),
+            "additional_windows[2].window.period",
+        ),
+    ] {
+        let (status, refused) = world.put_policy(&alice, &scope, "inbox", bad).await;
+        assert_eq!((status, refused["field"].as_str()), (400, Some(field)), "{refused}");
+    }
+    let (_, detail) = world.client.get(&format!("/api/v1/admission/{scope}/inbox"), &alice).await;
+    assert_eq!(detail["policy"]["additional_windows"], json!([minute]), "a refused write changed the policy");
+
+    for i in 0..4 {
+        world.push(&alice, &slug, "inbox", &format!("t{i}")).await;
+    }
+    early_in_a_minute().await;
+    claim_admitted(&world, &slug, &key, 2).await;
+    let (_, empty) = world.client.tool(&slug, &key, "claim_next", json!({})).await;
+    assert_eq!(empty["empty"], true, "{empty}");
+    let deferred = &empty["deferred"][0];
+    assert_eq!(
+        (deferred["reason"].as_str(), &deferred["window"]),
+        (Some("window_exhausted"), &json!({"period": "minute"}))
+    );
+    let next = deferred["next_eligible_at"].as_str().expect("next_eligible_at");
+    assert!(next.ends_with(":00.000Z"), "a minute window turns on the minute: {next}");
+
+    let (_, listed) = world.client.tool(&slug, &key, "list_todos", json!({"state": "pending"})).await;
+    let waiting = listed["todos"][0]["id"].as_str().expect("id").to_string();
+    let (is_error, refused) = world.client.tool(&slug, &key, "claim", json!({"id": waiting})).await;
+    assert!(is_error);
+    assert_eq!(
+        (refused["reason"].as_str(), &refused["window"]),
+        (Some("window_exhausted"), &json!({"period": "minute"}))
+    );
+
+    let (_, admission) = world.client.tool(&slug, &key, "admission_status", json!({})).await;
+    let inbox = &admission["queues"][0];
+    assert_eq!((inbox["status"].as_str(), &inbox["window"]), (Some("window_exhausted"), &json!({"period": "minute"})));
+    let windows: Vec<(Value, Value, Value)> = inbox["windows"]
+        .as_array()
+        .expect("windows")
+        .iter()
+        .map(|w| (w["window"]["period"].clone(), w["used"].clone(), w["remaining"].clone()))
+        .collect();
+    assert_eq!(windows, [(json!("day"), json!(2), json!(4998)), (json!("minute"), json!(2), json!(0))], "{inbox}");
+    assert_eq!((inbox["used"].as_i64(), inbox["remaining"].as_i64()), (Some(2), Some(4998)), "the primary's fields");
+}
