@@ -11,7 +11,7 @@
 //! as deferred, their wait running to the end. A pure function: the board's preview and its
 //! brute-force test call it alike.
 
-use crate::admission::{Decision, Policy, Reason, decide};
+use crate::admission::{Decision, Policy, Reason, Used, WindowSlot, decide};
 use chrono::{DateTime, TimeDelta, Utc};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -78,9 +78,10 @@ struct World<'a> {
     waiting: VecDeque<PastClaim>,
     /// When each admitted claim frees its slot.
     releases: BinaryHeap<Reverse<DateTime<Utc>>>,
-    /// The current window `(start, end)` and its usage, when the policy charges.
-    window: Option<(DateTime<Utc>, DateTime<Utc>)>,
-    used: i64,
+    /// Each window's current span `(start, end)`, in slot order, when the policy charges
+    /// (issue #52: the primary and every additional window), and their usage.
+    windows: Vec<(WindowSlot, DateTime<Utc>, DateTime<Utc>)>,
+    used: Used,
     waits: Vec<TimeDelta>,
     exhausted: Vec<ExhaustedWindow>,
 }
@@ -91,24 +92,36 @@ impl<'a> World<'a> {
             policy,
             waiting: VecDeque::new(),
             releases: BinaryHeap::new(),
-            window: None,
-            used: 0,
+            windows: Vec::new(),
+            used: Used::default(),
             waits: Vec::new(),
             exhausted: Vec::new(),
         }
     }
 
-    /// Moves to `now`: frees the slots released by then and turns the window if it has ended.
+    /// Moves to `now`: frees the slots released by then and turns each window that has ended.
     fn step(&mut self, now: DateTime<Utc>) {
         while self.releases.peek().is_some_and(|Reverse(at)| *at <= now) {
             self.releases.pop();
         }
-        if let Some(window) = self.policy.charged_window(now)
-            && self.window != Some(window)
-        {
-            self.window = Some(window);
-            self.used = 0;
+        let windows = self.policy.charged_windows(now);
+        for &(slot, start, _) in &windows {
+            if !self.windows.iter().any(|&(s, known, _)| s == slot && known == start) {
+                if slot == 0 {
+                    self.used.primary = 0;
+                } else {
+                    self.used.additional[slot - 1] = 0;
+                }
+            }
         }
+        self.windows = windows;
+    }
+
+    /// The windows whose limit the usage has reached: (slot, limit, end).
+    fn spent(&self) -> impl Iterator<Item = (WindowSlot, i64, DateTime<Utc>)> + '_ {
+        self.policy.windows().filter(|(slot, max, _)| self.used.of(*slot) >= *max).filter_map(|(slot, max, _)| {
+            self.windows.iter().find(|(s, _, _)| *s == slot).map(|(_, _, end)| (slot, max, *end))
+        })
     }
 
     /// Admits the oldest waiting demands for as long as `decide` admits one.
@@ -122,13 +135,21 @@ impl<'a> World<'a> {
                 self.waits.push(now - head.claimed_at);
             }
             self.releases.push(Reverse(now + head.held_for.max(TimeDelta::zero())));
-            if self.policy.charges() {
-                self.used += 1;
-                if let (Some((start, end)), Some(max)) = (self.window, self.policy.max_claims_per_window)
-                    && self.used == max
-                {
-                    self.exhausted.push(ExhaustedWindow { start, end, exhausted_at: now });
-                }
+            self.charge(now);
+        }
+    }
+
+    /// One admitted claim's charge at `now`, to every window, noting each window it spends.
+    fn charge(&mut self, now: DateTime<Utc>) {
+        if !self.policy.charges() {
+            return;
+        }
+        self.used = self.used.plus_one_charge(self.windows.len());
+        for (slot, max, _) in self.policy.windows() {
+            if self.used.of(slot) == max
+                && let Some(&(_, start, end)) = self.windows.iter().find(|(s, _, _)| *s == slot)
+            {
+                self.exhausted.push(ExhaustedWindow { start, end, exhausted_at: now });
             }
         }
     }
@@ -139,7 +160,10 @@ impl<'a> World<'a> {
         self.waiting.front()?;
         match decide(self.policy, self.releases.len() as i64, self.used) {
             Decision::Admit | Decision::Refuse(Reason::Paused | Reason::AdmissionUnavailable) => None,
-            Decision::Refuse(Reason::WindowExhausted) => self.window.map(|(_, end)| end).filter(|end| *end > now),
+            // Every spent window must turn: the latest of their ends (issue #52).
+            Decision::Refuse(Reason::WindowExhausted) => {
+                self.spent().map(|(_, _, end)| end).max().filter(|end| *end > now)
+            }
             Decision::Refuse(Reason::InFlightFull) => self.releases.peek().map(|Reverse(at)| *at),
         }
     }
@@ -167,6 +191,7 @@ impl<'a> World<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::WindowLimit;
     use crate::window::WindowSpec;
     use proptest::prelude::*;
 
@@ -206,13 +231,7 @@ mod tests {
                     world.waits.push(now - head.claimed_at);
                 }
                 world.releases.push(Reverse(now + head.held_for));
-                if policy.charges() {
-                    world.used += 1;
-                    if Some(world.used) == policy.max_claims_per_window {
-                        let (start, end) = world.window.expect("a charging policy has a window");
-                        world.exhausted.push(ExhaustedWindow { start, end, exhausted_at: now });
-                    }
-                }
+                world.charge(now);
             }
             now += TimeDelta::seconds(1);
         }
@@ -241,6 +260,22 @@ mod tests {
         assert_eq!(replay.exhausted[0].exhausted_at, at(60));
     }
 
+    // Issue #52: the preview replays every window: a per-minute limit defers a burst even where
+    // the hour has room, and the claim waits for the minute to turn.
+    #[test]
+    fn ext52_the_preview_defers_a_burst_by_its_minute_window() {
+        let claims: Vec<PastClaim> =
+            [0, 1, 2].iter().map(|s| PastClaim { claimed_at: at(*s), held_for: TimeDelta::seconds(1) }).collect();
+        let policy = Policy {
+            additional_windows: vec![WindowLimit { max_claims: 2, window: WindowSpec::MINUTE }],
+            ..hourly(100, None)
+        };
+        let replay = replay(&policy, &claims, at(7200));
+        assert_eq!((replay.deferred, replay.longest_wait), (1, TimeDelta::seconds(58)));
+        assert_eq!(replay.exhausted.len(), 1);
+        assert_eq!(replay.exhausted[0].end - replay.exhausted[0].start, TimeDelta::minutes(1));
+    }
+
     #[test]
     fn a_paused_policy_leaves_every_claim_waiting_to_the_end() {
         let claims = [PastClaim { claimed_at: at(0), held_for: TimeDelta::seconds(5) }];
@@ -258,9 +293,12 @@ mod tests {
             max in 0_i64..6,
             max_in_flight in proptest::option::of(0_i64..4),
             window in any::<bool>(),
+            per_minute in proptest::option::of(1_i64..3),
         ) {
             let policy = if window {
-                hourly(max, max_in_flight)
+                // Issue #52: with or without a per-minute window beside the hour.
+                let minute = per_minute.map(|max_claims| WindowLimit { max_claims, window: WindowSpec::MINUTE });
+                Policy { additional_windows: minute.into_iter().collect(), ..hourly(max, max_in_flight) }
             } else {
                 Policy { max_in_flight, max_claims_per_window: None, window: None, additional_windows: vec![] }
             };
