@@ -8,6 +8,7 @@
 //! executable specification cannot drift apart.
 
 use crate::error::{Error, Result};
+use crate::forecast::RecentCharges;
 use crate::window::WindowSpec;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -463,6 +464,9 @@ pub struct Observation {
     pub used: i64,
     /// Issue #52: units charged in each additional window's current window, in slot order.
     pub additional_used: [i64; ADDITIONAL_WINDOWS_MAX],
+    /// Issue #52: the ledger's recent minutes, for `forecast_exhausted_at` (empty where no
+    /// status is shown, as on the claim path).
+    pub recent: RecentCharges,
     /// The earliest lease expiry among the in-flight todos.
     pub earliest_lease_expiry: Option<DateTime<Utc>>,
     /// The lease reaper's tick, for the in-flight hint.
@@ -505,6 +509,8 @@ pub struct PolicyStatus {
     pub window_resets_at: Option<DateTime<Utc>>,
     /// Issue #52: every window with its usage, the primary first; empty without a window limit.
     pub windows: Vec<WindowStatus>,
+    /// Issue #52: when the first window to run out would, at the recent rate (`forecast`).
+    pub forecast_exhausted_at: Option<DateTime<Utc>>,
     #[serde(skip)]
     pub hint: AdmissionHint,
 }
@@ -594,6 +600,7 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
         window_start: window.filter(|_| windowed).map(|(start, _)| start),
         window_resets_at: window.filter(|_| windowed).map(|(_, end)| end),
         windows,
+        forecast_exhausted_at: crate::forecast::exhausted_at(policy, observed.now, used, &observed.recent),
         hint,
     }
 }
@@ -610,6 +617,7 @@ pub fn unavailable_status() -> PolicyStatus {
         window_start: None,
         window_resets_at: None,
         windows: vec![],
+        forecast_exhausted_at: None,
         hint: AdmissionHint {
             reason: Some(Reason::AdmissionUnavailable),
             next_eligible_at: None,
@@ -768,6 +776,7 @@ mod tests {
             in_flight,
             used,
             additional_used: [0; ADDITIONAL_WINDOWS_MAX],
+            recent: Default::default(),
             earliest_lease_expiry: lease.map(|l| DateTime::parse_from_rfc3339(l).expect("instant").to_utc()),
             reaper_interval: Duration::seconds(30),
         };
@@ -816,6 +825,7 @@ mod tests {
             in_flight: 0,
             used: used.primary,
             additional_used: used.additional,
+            recent: Default::default(),
             earliest_lease_expiry: None,
             reaper_interval: Duration::seconds(30),
         }

@@ -10,6 +10,7 @@ pub mod charges;
 pub mod claim;
 pub mod counters;
 pub mod error;
+pub mod forecast;
 pub mod identity;
 pub mod json_number;
 pub mod limits;

@@ -95,6 +95,7 @@ proptest! {
             in_flight: settled + lapsed,
             used,
             additional_used: [0; 4],
+            recent: Default::default(),
             earliest_lease_expiry: None,
             reaper_interval: Duration::seconds(5),
         };
@@ -152,7 +153,7 @@ proptest! {
         now_seconds in 1_600_000_000..1_900_000_000i64,
     ) {
         let now = instant(now_seconds);
-        let observed = Observation { now, in_flight, used, earliest_lease_expiry: None, reaper_interval: Duration::seconds(30), additional_used: [0; 4] };
+        let observed = Observation { now, in_flight, used, earliest_lease_expiry: None, reaper_interval: Duration::seconds(30), additional_used: [0; 4], recent: Default::default() };
         let reported = status(&policy(max_in_flight, Some(max_claims)), &observed);
         let remaining = reported.remaining.expect("a windowed policy reports its remainder");
         prop_assert!(remaining >= 0);

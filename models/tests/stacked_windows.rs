@@ -85,6 +85,7 @@ proptest! {
             in_flight: 0,
             used: used.primary,
             additional_used: used.additional,
+            recent: Default::default(),
             earliest_lease_expiry: None,
             reaper_interval: Duration::seconds(30),
         };

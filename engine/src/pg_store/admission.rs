@@ -7,6 +7,7 @@ use super::{PgStore, additional_windows, db_error, finish, mutant_hooks};
 use chrono::{DateTime, Duration, Utc};
 use models::admission::{self, ADDITIONAL_WINDOWS_MAX, Observation, Policy};
 use models::error::{Error, Result};
+use models::forecast::RecentCharges;
 use models::identity::Owner;
 use models::identity::QueueIdentity;
 use models::limits::{
@@ -154,10 +155,17 @@ impl PgStore {
                 _ => [0; ADDITIONAL_WINDOWS_MAX],
             });
         }
+        let recent = self.recent_charges(&keys).await?;
         rows.into_iter()
             .zip(policies)
             .zip(additional_used)
             .map(|((row, policy), additional_used)| {
+                let owner = row.endpoint_id.as_deref().or(row.team_id.as_deref()).unwrap_or_default();
+                let ledger = recent.iter().filter(|(o, q, _, _)| o == owner && *q == row.queue);
+                let recent = RecentCharges::from_ledger(
+                    row.now,
+                    ledger.map(|(_, _, minute, units)| (*minute, i64::from(*units))),
+                );
                 let used = usage.get(&row.id).map_or(0, |used| i64::from(*used));
                 let status = match &policy {
                     Ok(policy) => admission::status(
@@ -167,6 +175,7 @@ impl PgStore {
                             in_flight: row.in_flight,
                             used,
                             additional_used,
+                            recent,
                             earliest_lease_expiry: row.earliest,
                             reaper_interval: self.reaper_interval_chrono(),
                         },
@@ -188,6 +197,23 @@ impl PgStore {
                 })
             })
             .collect()
+    }
+
+    /// Issue #52: the ledger's recent minutes of the windowed policies in `keys`, for the
+    /// forecast: one range read of `admission_charges` per identity, in one statement.
+    async fn recent_charges(&self, keys: &UsageKeys<'_>) -> Result<Vec<(String, String, DateTime<Utc>, i32)>> {
+        let Some(now) = keys.window_starts.first().map(|_| self.clock.now()) else { return Ok(vec![]) };
+        sqlx::query_as(
+            "SELECT c.owner_id, c.queue, c.minute, c.units FROM admission_charges c \
+             JOIN unnest($1::text[], $2::text[]) AS k (owner_id, queue) ON c.owner_id = k.owner_id AND c.queue = k.queue \
+             WHERE c.minute >= $3",
+        )
+        .bind(&keys.owner_ids)
+        .bind(&keys.queues)
+        .bind(RecentCharges::oldest_minute(now) - Duration::minutes(1))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)
     }
 
     pub(crate) async fn policy_detail_tx(&self, identity: &QueueIdentity) -> Result<PolicyDetail> {

@@ -537,6 +537,8 @@ impl PgStore {
             in_flight,
             used,
             additional_used,
+            // The claim's hint needs no forecast.
+            recent: Default::default(),
             earliest_lease_expiry: earliest,
             reaper_interval: self.reaper_interval_chrono(),
         })

@@ -123,6 +123,7 @@ impl ModelStore {
                     in_flight: in_flight.len() as i64,
                     used: used.primary,
                     additional_used: used.additional,
+                    recent: state.recent_charges(&row.identity, now),
                     earliest_lease_expiry: in_flight
                         .iter()
                         .filter_map(|t| t.lease_expires_at)

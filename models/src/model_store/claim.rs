@@ -236,6 +236,7 @@ impl ModelStore {
             in_flight: others.len() as i64,
             used: used.primary,
             additional_used: used.additional,
+            recent: Default::default(),
             // REQ-6: the earliest live lease; a lapsed one frees its slot at the next reap.
             earliest_lease_expiry: others.iter().filter_map(|t| t.lease_expires_at).filter(|l| *l >= now).min(),
             reaper_interval: self.reaper_interval_chrono(),

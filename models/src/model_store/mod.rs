@@ -353,6 +353,17 @@ impl State {
         after
     }
 
+    /// Issue #52: the ledger's recent minutes of `identity`, for the status's forecast.
+    fn recent_charges(&self, identity: &QueueIdentity, now: DateTime<Utc>) -> crate::forecast::RecentCharges {
+        let oldest = crate::forecast::RecentCharges::oldest_minute(now);
+        let ledger = self
+            .charges
+            .range((identity.clone(), oldest)..)
+            .take_while(|((charged, _), _)| charged == identity)
+            .map(|((_, minute), units)| (*minute, *units));
+        crate::forecast::RecentCharges::from_ledger(now, ledger)
+    }
+
     /// Issue #28: the counter of `window` in `slot` rebuilt from the ledger (the charges
     /// committed in its span, under whatever definition charged them). Written only when there
     /// is a charge, as `PgStore`'s rebuild inserts no empty row.

@@ -190,6 +190,10 @@ pub struct StatusBody {
     /// Issue #52: every window with its usage, the primary first; empty without a window limit.
     #[serde(default)]
     pub windows: Vec<WindowStatusBody>,
+    /// Issue #52: when the first window to run out would, at the rate of the last 15 minutes;
+    /// null when it resets first, nothing was claimed lately, or nothing is left.
+    #[serde(default)]
+    pub forecast_exhausted_at: Option<Millis>,
 }
 
 /// One window of a status's `windows` (issue #52).
@@ -229,6 +233,7 @@ impl From<&PolicyStatus> for StatusBody {
                     window_resets_at: Millis(w.window_resets_at),
                 })
                 .collect(),
+            forecast_exhausted_at: millis(status.forecast_exhausted_at),
         }
     }
 }
