@@ -124,6 +124,10 @@ pub struct HeaderFragment {
     pub used_text: Option<String>,
     pub flight_text: Option<String>,
     pub resets: Option<Resets>,
+    /// Issue #52: each additional window's usage, "2 of 2 used this minute".
+    pub more_windows: Vec<String>,
+    /// Issue #52: "at this rate, runs out at 15:40 PT".
+    pub forecast_text: Option<String>,
     pub intake_text: String,
     pub at_capacity: bool,
 }
@@ -180,6 +184,8 @@ pub fn header_fragment(
             used_text: None,
             flight_text: claimed.map(|n| format!("{n} in flight")),
             resets: None,
+            more_windows: vec![],
+            forecast_text: None,
             intake_text: intake,
             at_capacity,
         };
@@ -205,6 +211,25 @@ pub fn header_fragment(
             zone_name: zone.name().to_string(),
             local: LocalTime::new(at, viewer_zone),
         }),
+        more_windows: status
+            .windows
+            .iter()
+            .skip(1)
+            .map(|w| {
+                let span = match w.window.period {
+                    models::window::WindowPeriod::Minute => "this minute".to_string(),
+                    _ => format!(
+                        "this {} (resets {})",
+                        w.window.period_name(),
+                        zone_time(w.window_resets_at, w.window.tz)
+                    ),
+                };
+                format!("{} of {} used {span}", w.used, w.max_claims)
+            })
+            .collect(),
+        forecast_text: status
+            .forecast_exhausted_at
+            .map(|at| format!("at this rate, runs out at {}", zone_time(at, zone))),
         intake_text: intake,
         at_capacity,
     }
@@ -267,5 +292,55 @@ pub fn todo_view(todo: &Todo, admission: Option<&QueueAdmission>, viewer_zone: T
             .filter(|_| todo.state == TodoState::Claimed)
             .map(|at| LocalTime::new(at, viewer_zone)),
         pending,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use models::admission::{Observation, Policy, Used, status};
+    use models::forecast::RecentCharges;
+
+    // Issue #52: the header names each additional window's usage and says, in words, when the
+    // budget runs out at its rate ("at this rate, runs out at 15:40 PT").
+    #[test]
+    fn ext52_the_header_shows_every_window_and_the_forecast_in_words() {
+        let policy = Policy::from_request(&serde_json::json!({"max_claims_per_window": 100,
+            "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"},
+            "additional_windows": [{"max_claims": 2, "window": {"period": "minute"}}]}))
+        .expect("valid");
+        let now = DateTime::parse_from_rfc3339("2026-12-07T22:00:20Z").expect("instant").to_utc();
+        let whole_minute = DateTime::parse_from_rfc3339("2026-12-07T22:00:00Z").expect("instant").to_utc();
+        let minute = |k: i64| (whole_minute - chrono::TimeDelta::minutes(k), 1);
+        let used = Used { primary: 70, additional: [1, 0, 0, 0] };
+        let observed = Observation {
+            now,
+            in_flight: 0,
+            used: used.primary,
+            additional_used: used.additional,
+            recent: RecentCharges::from_ledger(now, (1..=15).map(minute)),
+            earliest_lease_expiry: None,
+            reaper_interval: chrono::Duration::seconds(30),
+        };
+        let admission = QueueAdmission {
+            identity: models::identity::QueueIdentity::endpoint("ep_1", "calls"),
+            policy_id: "ap_1".into(),
+            status: status(&policy, &observed),
+            policy: Some(policy),
+            pending: 3,
+            lapsed: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        let capacity = Capacity { setting: None, effective: 0, source: "default", locked: false };
+        let fragment = header_fragment(Some(&admission), 3, None, &capacity, Tz::UTC);
+        assert_eq!(fragment.more_windows, ["1 of 2 used this minute"]);
+        // 15 claims over the 15 minutes and 20 s since 21:45: the day's 30 left go in ~30.7 minutes.
+        assert_eq!(fragment.forecast_text.as_deref(), Some("at this rate, runs out at 14:31 PT"));
+        let html = fragment.render().expect("render");
+        assert!(
+            html.contains("at this rate, runs out at 14:31 PT") && html.contains("1 of 2 used this minute"),
+            "{html}"
+        );
     }
 }
