@@ -667,4 +667,6 @@ async fn ext52_a_minute_window_defers_the_third_quick_claim_over_the_api_and_mcp
         .collect();
     assert_eq!(windows, [(json!("day"), json!(2), json!(4998)), (json!("minute"), json!(2), json!(0))], "{inbox}");
     assert_eq!((inbox["used"].as_i64(), inbox["remaining"].as_i64()), (Some(2), Some(4998)), "the primary's fields");
+    // At two claims in the last minutes the day lasts past its reset: no forecast, but the field.
+    assert_eq!(inbox.get("forecast_exhausted_at"), Some(&Value::Null), "{inbox}");
 }

@@ -143,3 +143,31 @@ async fn ext52_two_replicas_racing_never_overrun_the_minute_window() {
     assert_eq!(additional_charged(&world).await, [(1, 5)]);
     assert_eq!(support::charged(&world, &calls).await, 5);
 }
+
+// Issue #52 "when it will run out": a budget spent steadily says when it runs out at that rate.
+#[tokio::test]
+async fn ext52_the_status_forecasts_when_a_steadily_spent_budget_runs_out() {
+    let (world, agent) = agent_world(&["calls"]).await;
+    let calls = queue_of(&agent, "calls");
+    world.clock.set(at("2026-12-07T16:50:00Z"));
+    set_policy(
+        &world,
+        &calls,
+        json!({"max_claims_per_window": 100, "window": {"period": "day", "tz": "UTC", "start": "00:00"}}),
+    )
+    .await;
+    push_n(&world, &calls, 12).await;
+    let status = world.store.queue_admissions(std::slice::from_ref(&calls)).await.expect("status").pop().expect("one");
+    assert_eq!(status.status.forecast_exhausted_at, None, "no claim yet: no rate");
+    for _ in 0..10 {
+        claimed(world.store.claim_next(&agent, &granted(&agent), 30).await.expect("claim_next"));
+        world.clock.advance(Duration::minutes(1));
+    }
+    // 10 claims in the last 15 minutes, 90 left: 135 minutes more.
+    let status = world.store.queue_admissions(std::slice::from_ref(&calls)).await.expect("status").pop().expect("one");
+    assert_eq!(status.status.forecast_exhausted_at, Some(at("2026-12-07T19:15:00Z")));
+    // An hour later nothing was claimed in the last 15 minutes: no rate, no forecast.
+    world.clock.advance(Duration::hours(1));
+    let status = world.store.queue_admissions(std::slice::from_ref(&calls)).await.expect("status").pop().expect("one");
+    assert_eq!(status.status.forecast_exhausted_at, None);
+}
