@@ -68,10 +68,14 @@ pub enum Mutant {
     /// replica, rings the same reopening again (REQ-8: exactly one ring per reopening). Hooked in
     /// `PgStore` only; hunted by the stress run's push judge.
     ReopenWatchKept,
+    /// A claim charges only its primary window, not every window of the policy, so the
+    /// additional windows never fill (issue #52: a claim is charged to every window; the issue's
+    /// "a claim charging only the binding window").
+    ChargeOneWindowOnly,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 20] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -91,6 +95,7 @@ impl Mutant {
         Mutant::PreSkipCountsLapsed,
         Mutant::RingSkipsBusySession,
         Mutant::ReopenWatchKept,
+        Mutant::ChargeOneWindowOnly,
     ];
 
     pub fn name(self) -> &'static str {
@@ -114,6 +119,7 @@ impl Mutant {
             Mutant::PreSkipCountsLapsed => "pre-skip-counts-lapsed-leases",
             Mutant::RingSkipsBusySession => "ring-skips-a-busy-session",
             Mutant::ReopenWatchKept => "reopen-watch-kept-after-its-ring",
+            Mutant::ChargeOneWindowOnly => "claim-charges-one-window-only",
         }
     }
 
@@ -188,6 +194,12 @@ pub mod hooks {
     /// ledger (`RedefinitionStartsAtZero`; REQ-3 counts the claims already in its span).
     pub fn redefinition_starts_at_zero() -> bool {
         active(Mutant::RedefinitionStartsAtZero)
+    }
+
+    /// A claim's charge: whether only the primary window is charged (`ChargeOneWindowOnly`;
+    /// issue #52 charges every window).
+    pub fn charges_one_window_only() -> bool {
+        active(Mutant::ChargeOneWindowOnly)
     }
 
     /// The model's reopen watch: whether only a refused claim or a withheld push records it

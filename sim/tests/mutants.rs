@@ -37,6 +37,9 @@ fn the_harness_catches_seeded_bugs_of_each_kind() {
         // pass. Only the stress run's push judge sees them.
         (Mutant::RingSkipsBusySession, Judge::PushStress),
         (Mutant::ReopenWatchKept, Judge::PushStress),
+        // Issue #52: a claim charged to its primary window only overruns the per-minute one,
+        // which the ledger judge places with the oracle.
+        (Mutant::ChargeOneWindowOnly, Judge::Invariants),
     ] {
         match hunt(mutant, 8) {
             Hunt::Caught { after_seeds, judge: found, how } => {

@@ -425,7 +425,11 @@ impl PgStore {
         let charge = charged_window.filter(|_| units > 0).map(|(start, _)| Charge {
             window_start: start,
             units,
-            additional: super::additional_windows::current_windows(policy, observed.now),
+            additional: if plan.charges_one_window_only {
+                (vec![], vec![])
+            } else {
+                super::additional_windows::current_windows(policy, observed.now)
+            },
         });
         let (todos, used_after) = claim_locked(tx, &offers[..admitted], observed.now, charge).await?;
         if let Some(used) = used_after

@@ -50,6 +50,9 @@ pub(super) struct ClaimPlan {
     pub(super) takeover_counts_itself: bool,
     /// Only a todo's first claim is charged (`ChargePerTodo`; REQ-3 charges every claim).
     pub(super) charges_first_claim_only: bool,
+    /// A claim charges its primary window only (`ChargeOneWindowOnly`; issue #52 charges every
+    /// window).
+    pub(super) charges_one_window_only: bool,
 }
 
 impl ClaimPlan {
@@ -64,6 +67,7 @@ impl ClaimPlan {
         in_flight_across_queues: false,
         takeover_counts_itself: false,
         charges_first_claim_only: false,
+        charges_one_window_only: false,
     };
 
     /// The plan of a claim transaction beginning now.
@@ -84,6 +88,7 @@ impl ClaimPlan {
             in_flight_across_queues: active(Mutant::InFlightAcrossQueues),
             takeover_counts_itself: active(Mutant::TakeoverCountsItself),
             charges_first_claim_only: active(Mutant::ChargePerTodo),
+            charges_one_window_only: active(Mutant::ChargeOneWindowOnly),
         }
     }
 

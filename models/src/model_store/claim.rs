@@ -200,7 +200,10 @@ impl ModelStore {
             Decision::Admit => {
                 let charged_window = policy.charged_window(observed.now);
                 let charge: Option<Vec<(WindowSlot, DateTime<Utc>)>> = charged_window.map(|_| {
-                    policy.charged_windows(observed.now).into_iter().map(|(slot, start, _)| (slot, start)).collect()
+                    let windows =
+                        policy.charged_windows(observed.now).into_iter().map(|(slot, start, _)| (slot, start));
+                    let one_only = crate::mutants::hooks::charges_one_window_only();
+                    windows.filter(|(slot, _)| *slot == 0 || !one_only).collect()
                 });
                 let (todo, used) = state.claim_locked(actor, &candidate.id, observed.now, lease_seconds, charge)?;
                 if let Some(used) = used {
