@@ -13,7 +13,7 @@ use crate::faults::{Event, Faulty};
 use crate::oracle::Oracle;
 use crate::sim_store::SimStore;
 use chrono::{DateTime, Utc};
-use models::admission::{self, Decision, Headroom, Policy};
+use models::admission::{self, Decision, Headroom, Policy, Used};
 use models::identity::QueueIdentity;
 use models::store::prelude::*;
 use models::store::{TodoQuery, TodoSet};
@@ -115,14 +115,25 @@ impl LedgerCheck {
             return false;
         };
         let in_flight = self.holdings.values().filter(|h| &h.identity == identity).count() as i64;
-        let used = match (&policy.window, policy.max_claims_per_window) {
-            (Some(window), Some(_)) => {
-                let span = self.oracle.window(window, at);
-                self.charged_within(identity, span)
+        let policy = policy.clone();
+        let used = self.used_at(identity, &policy, at);
+        admission::decide(&policy, in_flight, used) != Decision::Admit
+    }
+
+    /// Every window's usage at `at` from the ledger, each window placed by the oracle (issue #52:
+    /// the additional windows too).
+    fn used_at(&mut self, identity: &QueueIdentity, policy: &Policy, at: DateTime<Utc>) -> Used {
+        let mut used = Used::default();
+        for (slot, _, window) in policy.windows() {
+            let span = self.oracle.window(&window, at);
+            let units = self.charged_within(identity, span);
+            if slot == 0 {
+                used.primary = units;
+            } else {
+                used.additional[slot - 1] = units;
             }
-            _ => 0,
-        };
-        admission::decide(policy, in_flight, used) != Decision::Admit
+        }
+        used
     }
 
     /// REQ-3: the claims of `identity` charged within `[start, end)`, whatever policy charged them.
@@ -312,6 +323,20 @@ impl LedgerCheck {
         let (Some(limit), Some(window)) = (policy.max_claims_per_window, &policy.window) else {
             return;
         };
+        // Issue #52: each additional window within its own limit, this claim included.
+        for limit in &policy.additional_windows {
+            let span = self.oracle.window(&limit.window, at);
+            let used = self.charged_within(identity, span) + 1;
+            if used > limit.max_claims {
+                self.violations.push(format!(
+                    "over-admission: {id} was claim {used} of {} window {} on {} (limit {})",
+                    limit.window.period_name(),
+                    span.0,
+                    identity.queue,
+                    limit.max_claims
+                ));
+            }
+        }
         let (start, end) = self.oracle.window(window, at);
         let used = self.charged_within(identity, (start, end)) + 1;
         self.charges.entry(identity.clone()).or_default().push(at);

@@ -75,6 +75,10 @@ pub(crate) fn policy_choices(queue: &str) -> Vec<Value> {
             json!({"max_in_flight": null, "max_claims_per_window": 0, "window": window("hour", "Asia/Kolkata", "00:00")}),
             // Starts inside the spring-forward gap on 2027-03-14 (the window opens at 03:00 PDT).
             json!({"max_in_flight": null, "max_claims_per_window": 6, "window": window("day", "America/Los_Angeles", "02:30")}),
+            // Issue #52: a provider's limits, per minute and per hour beside the day.
+            json!({"max_in_flight": null, "max_claims_per_window": 10, "window": window("day", "America/Los_Angeles", "01:30"),
+                "additional_windows": [{"max_claims": 2, "window": {"period": "minute"}},
+                    {"max_claims": 3, "window": window("hour", "UTC", "00:15")}]}),
         ],
         "capped" => vec![
             json!({"max_in_flight": 1, "max_claims_per_window": null, "window": null}),
@@ -85,6 +89,8 @@ pub(crate) fn policy_choices(queue: &str) -> Vec<Value> {
             json!({"max_in_flight": 1, "max_claims_per_window": 8,
                 "window": {"period": "week", "tz": "Europe/Berlin", "start": "09:00", "weekday": "Mon"}}),
             json!({"max_in_flight": 3, "max_claims_per_window": 4, "window": window("hour", "UTC", "00:15")}),
+            json!({"max_in_flight": 2, "max_claims_per_window": 6, "window": window("hour", "Asia/Kolkata", "00:00"),
+                "additional_windows": [{"max_claims": 1, "window": {"period": "minute"}}]}),
         ],
     }
 }
