@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod judges;
 
-use judges::{in_flight, ledger_equality, place_claims, ranks_within_limit, usage_rows};
+use judges::{additional_ranks_within_limit, in_flight, ledger_equality, place_claims, ranks_within_limit, usage_rows};
 
 /// Violations kept per invariant; the count beyond is still reported.
 const VIOLATIONS_PER_INVARIANT_MAX: usize = 25;
@@ -335,6 +335,7 @@ async fn admission_checks(
         ledger_equality(history, &placed, &stored.ledger, report);
         usage_rows(history, &placed, stored, options, report);
         ranks_within_limit(history, &placed, options, report);
+        additional_ranks_within_limit(history, &placed, options, report);
         in_flight(history, &attempts, options, report);
     }
     Ok(())

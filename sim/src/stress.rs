@@ -105,8 +105,10 @@ impl StressConfig {
                 QueuePlan { name: "capped".into(), policy: Some(json!({"max_in_flight": 2})), todo_share: 2 },
                 QueuePlan {
                     name: "both".into(),
+                    // Issue #52: a per-minute limit beside the day, judged per window.
                     policy: Some(json!({"max_in_flight": 3, "max_claims_per_window": 30,
-                        "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"}})),
+                        "window": {"period": "day", "tz": "America/Los_Angeles", "start": "00:00"},
+                        "additional_windows": [{"max_claims": 8, "window": {"period": "minute"}}]})),
                     todo_share: 2,
                 },
                 QueuePlan { name: "free".into(), policy: None, todo_share: 3 },

@@ -194,6 +194,24 @@ async fn sql_invariants_detect_a_window_over_budget() {
         .await;
 }
 
+// Issue #52: more claims in a minute than an additional window allowed (the history says 1 a
+// minute; the 5 claims fell in at most two minutes).
+#[tokio::test]
+async fn sql_invariants_detect_an_additional_window_over_budget() {
+    let fixture = Fixture::new().await;
+    let minute = r#"[{"max_claims": 1, "window": {"period": "minute"}}]"#;
+    fixture
+        .expect_detected(
+            &format!(
+                "UPDATE admission_policies SET additional_windows = '{minute}' WHERE queue = 'metered'; \
+                 UPDATE admission_audit SET after = jsonb_set(after, '{{additional_windows}}', '{minute}') \
+                 WHERE queue = 'metered'"
+            ),
+            Invariant::WindowBudget,
+        )
+        .await;
+}
+
 // SPEC-0030 REQ-4: a claim committed while the in-flight cap was already reached.
 #[tokio::test]
 async fn sql_invariants_detect_in_flight_over_the_cap() {

@@ -195,6 +195,42 @@ pub(super) fn ranks_within_limit(
     }
 }
 
+/// (2) for issue #52's additional windows: each claim surely charged, within every additional
+/// window's limit, counting the claims surely charged in that window's span up to it. A claim
+/// overruns only if every version possibly in force at its commit has a window it overran.
+pub(super) fn additional_ranks_within_limit(
+    history: &History,
+    placed: &Placed,
+    grace: &CheckOptions,
+    report: &mut InvariantReport,
+) {
+    for (index, (attempt, _)) in placed.sure.iter().enumerate() {
+        let possible = history.possible_at(attempt.started_at, grace);
+        let overrun = |policy: &Policy| {
+            policy.additional_windows.iter().find_map(|limit| {
+                let start = limit.window.window_start(attempt.started_at);
+                let rank = placed.sure[..=index].iter().filter(|(a, _)| a.started_at >= start).count() as i64;
+                (rank > limit.max_claims).then(|| (limit.window.period_name(), start, rank, limit.max_claims))
+            })
+        };
+        let overruns: Vec<_> = possible.iter().map(|p| p.as_ref().filter(|p| p.charges()).and_then(overrun)).collect();
+        if let Some(Some((period, start, rank, max))) =
+            overruns.first().filter(|_| overruns.iter().all(Option::is_some))
+        {
+            report.violate(
+                Invariant::WindowBudget,
+                format!(
+                    "{} {period} window {start}: claim {rank} of todo {} (attempt {}) at {} with max_claims {max}",
+                    label(&history.identity),
+                    attempt.todo_id,
+                    attempt.seq,
+                    attempt.started_at
+                ),
+            );
+        }
+    }
+}
+
 /// (3) At each claim's commit (its `started_at`, the clock read under the policy lock), the claims
 /// of the identity open at that instant, itself included, never exceed the largest
 /// `max_in_flight` possibly in force. A takeover closes the lapsed claim at its own start, so the
