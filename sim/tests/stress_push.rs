@@ -4,7 +4,7 @@
 //! Real replicas (2 in process, 2 `switchboard serve` processes) on one database; claimers,
 //! a producer and an owner's policy edits as in `stress.rs`; listeners holding MCP sessions with
 //! open streams while their gates close and reopen beside bursts of doorbells, some reopenings
-//! while clocked out; a replica process killed with SIGKILL and started again; PostgreSQL
+//! while clocked out, and each one's minute window rolling over with work waiting; a replica process killed with SIGKILL and started again; PostgreSQL
 //! crashed and restarted under the running replicas; clients hanging up mid-request. Afterwards
 //! every SQL invariant and the push judge must hold.
 
@@ -28,6 +28,8 @@ async fn req8_req13_push_and_every_invariant_hold_on_real_replicas_under_faults(
     assert!(push.reopenings_in >= 3 && push.reopen_rings >= push.reopenings_in, "too few reopenings judged:\n{report}");
     assert!(push.reopenings_out >= 1 && push.digests >= 1, "no reopening while clocked out:\n{report}");
     assert!(push.reopenings_by_completion >= 2, "too few reopenings by a freed slot:\n{report}");
+    // Issue #51 (with #52's minute windows): every listener's minute window rolled over once.
+    assert_eq!(push.reopenings_by_rollover, 2, "a window rollover was not judged:\n{report}");
     assert!(push.streams_opened > 2, "no stream was broken and resumed:\n{report}");
     assert_eq!(report.faults_injected.len(), 2, "a fault was not injected:\n{report}");
     assert!(report.tally.aborted_requests > 0, "{report}");

@@ -11,9 +11,14 @@
 //! gate rounds the listener itself fills the capped queue (two todos, one claimed) and completes
 //! its claim, which frees the slot the other todo waits for: a reopening by a completion.
 //!
+//! Once per run each listener also spends its `metered` queue's minute window (one claim a
+//! minute) with a second todo waiting, and claims that todo only after the next minute has begun:
+//! a reopening by the window rolling over, which nobody's write or completion makes.
+//!
 //! The judge derives every reopening from the database (the gate's audit: a paused policy before,
 //! an admitting one or none after; the capped queue's todos: a completion while another todo
-//! waits) and compares it with what the stream received: exactly one `reopen` ring per reopening
+//! waits; the metered queue's todos: the minute after its first claim, while the second waits)
+//! and compares it with what the stream received: exactly one `reopen` ring per reopening
 //! made while in; for one made while out, no ring before the clock-in and a clock-in digest naming
 //! the queue; never a creation doorbell for the gated todo, which was created while paused; and
 //! every judged ring the database recorded for the session received (replayed after a break, if
@@ -36,6 +41,8 @@ const GATED: &str = "gated";
 const INBOX: &str = "inbox";
 /// The queue whose reopenings come from completions that free its one in-flight slot.
 const CAPPED: &str = "capped";
+/// The queue whose reopening comes from its window rolling over: one claim a minute.
+const METERED: &str = "metered";
 const DOORBELL_METHOD: &str = "notifications/claude/channel";
 /// Attempts of one owner or agent request that a fault may fail (a restarting replica, a
 /// restarting database, a rate-limited policy write).
@@ -102,6 +109,8 @@ pub struct PushVerdict {
     pub reopenings_in: u64,
     /// Reopenings by a completion that freed the capped queue's slot (the listener is in).
     pub reopenings_by_completion: u64,
+    /// Reopenings by the metered queue's minute window rolling over.
+    pub reopenings_by_rollover: u64,
     pub reopenings_out: u64,
     pub reopen_rings: u64,
     pub digests: u64,
@@ -121,12 +130,14 @@ impl std::fmt::Display for PushVerdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "push: {} reopenings by a policy change while in, {} while out, {} by a completion; {} reopen \
+            "push: {} reopenings by a policy change while in, {} while out, {} by a completion, {} by a window \
+             rolling over; {} reopen \
              rings, {} clock-in digests, {} creation doorbells received; {} judged rings recorded; {} streams \
              opened; {} violations",
             self.reopenings_in,
             self.reopenings_out,
             self.reopenings_by_completion,
+            self.reopenings_by_rollover,
             self.reopen_rings,
             self.digests,
             self.creation_rings,
@@ -162,7 +173,7 @@ impl Listeners {
         };
         for index in 0..plan.listeners {
             let base = listeners.base(index);
-            let body = json!({"name": format!("listener-{index}"), "queues": [GATED, INBOX, CAPPED]});
+            let body = json!({"name": format!("listener-{index}"), "queues": [GATED, INBOX, CAPPED, METERED]});
             let (status, endpoint) =
                 listeners.owner(reqwest::Method::POST, &format!("{base}/api/v1/endpoints"), Some(body)).await;
             assert_eq!(status, 201, "vend a listener: {endpoint}");
@@ -180,6 +191,14 @@ impl Listeners {
                 )
                 .await;
             assert_eq!(status, 200, "cap the capped queue: {body}");
+            let (status, body) = listeners
+                .owner(
+                    reqwest::Method::PUT,
+                    &format!("{base}/api/v1/admission/{scope}/{METERED}"),
+                    Some(json!({"max_claims_per_window": 1, "window": {"period": "minute"}})),
+                )
+                .await;
+            assert_eq!(status, 200, "meter the metered queue: {body}");
             let todo = json!({"scope": scope, "queue": GATED, "title": "waits behind the gate"});
             let (status, created) =
                 listeners.owner(reqwest::Method::POST, &format!("{base}/api/v1/todos"), Some(todo)).await;
@@ -322,8 +341,70 @@ impl Listeners {
         }
     }
 
-    /// The gate's owner: close, burst and reopen, hold; some reopenings while clocked out.
+    /// The gate's owner: close, burst and reopen, hold; some reopenings while clocked out. Beside
+    /// it, once, the metered round (which may outlast the run's other work by up to a minute).
     async fn drive(&self, listener: &Listener, plan: &PushPlan, seed: u64, tally: &Mutex<Tally>, stop: &AtomicBool) {
+        let scope = format!("endpoint:{}", listener.slug);
+        let gate = self.drive_gate(listener, plan, seed, tally, stop);
+        futures::future::join(gate, self.metered_round(listener, &scope, plan, tally)).await;
+        listener.driver_done.store(true, Ordering::SeqCst);
+    }
+
+    /// Two todos in the metered queue (one claim a minute): the first claimed and completed (the
+    /// window is spent, the second waits), then, once the next minute has begun and `hold` has
+    /// passed, the second claimed and completed.
+    async fn metered_round(&self, listener: &Listener, scope: &str, plan: &PushPlan, tally: &Mutex<Tally>) {
+        let ids = self.create_pair(listener, scope, METERED, 0, tally).await;
+        let [first, second] = ids.as_slice() else { return };
+        self.held_verb(listener, "claim", first, "claimed", tally).await;
+        let spent_at = Utc::now();
+        self.held_verb(listener, "complete", first, "done", tally).await;
+        let next_minute = spent_at.timestamp() - spent_at.timestamp().rem_euclid(60) + 60;
+        let until_next = u64::try_from(next_minute - Utc::now().timestamp()).unwrap_or(0);
+        tokio::time::sleep(Duration::from_secs(until_next)).await;
+        self.hold(plan.hold).await;
+        self.held_verb(listener, "claim", second, "claimed", tally).await;
+        self.held_verb(listener, "complete", second, "done", tally).await;
+    }
+
+    /// Two todos in `queue`, created by the owner through faults; fewer when a fault won.
+    async fn create_pair(
+        &self,
+        listener: &Listener,
+        scope: &str,
+        queue: &str,
+        round: usize,
+        tally: &Mutex<Tally>,
+    ) -> Vec<String> {
+        let mut ids = Vec::new();
+        for n in 0..2 {
+            let body = json!({"scope": scope, "queue": queue, "title": format!("{queue} {round}.{n}")});
+            for attempt in 0..REQUEST_ATTEMPTS_MAX {
+                let url = format!("{}/api/v1/todos", self.base(round + n + attempt));
+                match self.owner(reqwest::Method::POST, &url, Some(body.clone())).await {
+                    (201, created) => {
+                        ids.push(created["todo"]["id"].as_str().unwrap_or_default().to_string());
+                        break;
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(300)).await,
+                }
+            }
+        }
+        if ids.len() != 2 {
+            lock(tally).unexpected(format!("listener {}: {queue} todos not created", listener.index));
+        }
+        ids
+    }
+
+    /// The gate rounds, until `stop`.
+    async fn drive_gate(
+        &self,
+        listener: &Listener,
+        plan: &PushPlan,
+        seed: u64,
+        tally: &Mutex<Tally>,
+        stop: &AtomicBool,
+    ) {
         let mut rng = Rng::new(seed);
         let scope = format!("endpoint:{}", listener.slug);
         let mut round = 0;
@@ -357,7 +438,6 @@ impl Listeners {
                 self.capped_round(listener, &scope, round, plan, tally).await;
             }
         }
-        listener.driver_done.store(true, Ordering::SeqCst);
     }
 
     /// Two todos in the capped queue, one claimed (the cap of one is full, the other waits), held,
@@ -371,24 +451,8 @@ impl Listeners {
         plan: &PushPlan,
         tally: &Mutex<Tally>,
     ) {
-        let mut ids = Vec::new();
-        for n in 0..2 {
-            let body = json!({"scope": scope, "queue": CAPPED, "title": format!("capped {round}.{n}")});
-            for attempt in 0..REQUEST_ATTEMPTS_MAX {
-                let url = format!("{}/api/v1/todos", self.base(round + n + attempt));
-                match self.owner(reqwest::Method::POST, &url, Some(body.clone())).await {
-                    (201, created) => {
-                        ids.push(created["todo"]["id"].as_str().unwrap_or_default().to_string());
-                        break;
-                    }
-                    _ => tokio::time::sleep(Duration::from_millis(300)).await,
-                }
-            }
-        }
-        let [first, second] = ids.as_slice() else {
-            lock(tally).unexpected(format!("listener {}: capped todos not created", listener.index));
-            return;
-        };
+        let ids = self.create_pair(listener, scope, CAPPED, round, tally).await;
+        let [first, second] = ids.as_slice() else { return };
         self.held_verb(listener, "claim", first, "claimed", tally).await;
         self.hold(plan.hold / 2).await;
         self.held_verb(listener, "complete", first, "done", tally).await;
@@ -543,6 +607,7 @@ impl Listeners {
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut reopens: Vec<DateTime<Utc>> = Vec::new();
         let mut capped_reopens: Vec<DateTime<Utc>> = Vec::new();
+        let mut metered_reopens: Vec<DateTime<Utc>> = Vec::new();
         let mut digests: Vec<DateTime<Utc>> = Vec::new();
         for event in received.iter().filter(|e| e.message["method"] == DOORBELL_METHOD) {
             let meta = &event.message["params"]["meta"];
@@ -558,6 +623,7 @@ impl Listeners {
             match meta["reason"].as_str() {
                 Some("reopen") if gated => reopens.push(at),
                 Some("reopen") if meta["queue"] == CAPPED => capped_reopens.push(at),
+                Some("reopen") if meta["queue"] == METERED => metered_reopens.push(at),
                 Some("clock_in")
                     if meta["kind"] == "digest"
                         && meta["queues"].as_str().is_some_and(|q| q.split(',').any(|queue| queue == GATED)) =>
@@ -571,12 +637,13 @@ impl Listeners {
                 _ => {}
             }
         }
-        verdict.reopen_rings += (reopens.len() + capped_reopens.len()) as u64;
+        verdict.reopen_rings += (reopens.len() + capped_reopens.len() + metered_reopens.len()) as u64;
         verdict.digests += digests.len() as u64;
 
         // Every judged ring the database recorded reached the stream.
         for RecordedRing { ring_id: ring, reason, queue, .. } in &recorded {
-            let judged = (reason == "reopen" && matches!(queue.as_deref(), Some(GATED | CAPPED))) || reason == "digest";
+            let judged = (reason == "reopen" && matches!(queue.as_deref(), Some(GATED | CAPPED | METERED)))
+                || reason == "digest";
             if judged {
                 verdict.rings_recorded += 1;
                 if !seen.contains(ring) {
@@ -612,6 +679,7 @@ impl Listeners {
         }
 
         let out_spans = listener.out_spans.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        self.judge_rollover(pool, listener, &metered_reopens, &out_spans, verdict).await?;
         for (opened, closed) in spans {
             let within = |at: &DateTime<Utc>| *at >= opened && *at < closed;
             let rung = reopens.iter().filter(|at| within(at)).count();
@@ -680,4 +748,67 @@ async fn initialize(http: &reqwest::Client, base: &str, slug: &str, token: &str)
         http.post(format!("{base}/mcp/{slug}")).bearer_auth(token).json(&body).send().await.expect("initialize");
     assert!(response.status().is_success(), "initialize: {}", response.status());
     response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("Mcp-Session-Id").to_string()
+}
+
+impl Listeners {
+    /// The metered queue's reopening: the minute after its first claim begins while its second
+    /// todo waits. Owed exactly one ring from then until that todo is claimed, and none in the
+    /// spent minute; when the listener was clocked out as the minute turned, no ring before its
+    /// clock-in and a clock-in digest after it.
+    async fn judge_rollover(
+        &self,
+        pool: &sqlx::PgPool,
+        listener: &Listener,
+        rings: &[DateTime<Utc>],
+        out_spans: &[(DateTime<Utc>, DateTime<Utc>)],
+        verdict: &mut PushVerdict,
+    ) -> Result<(), sqlx::Error> {
+        let name = format!("listener {}", listener.index);
+        let metered: Vec<CappedTodo> = sqlx::query_as(
+            "SELECT created_at, claimed_at, completed_at FROM todos WHERE endpoint_id = $1 AND queue = $2 \
+             ORDER BY claimed_at NULLS LAST",
+        )
+        .bind(&listener.id)
+        .bind(METERED)
+        .fetch_all(pool)
+        .await?;
+        let [first, second] = metered.as_slice() else { return Ok(()) };
+        let (Some(spent_at), Some(claimed_again)) = (first.claimed_at, second.claimed_at) else { return Ok(()) };
+        let minute = spent_at.timestamp() - spent_at.timestamp().rem_euclid(60);
+        let Some(turned) = DateTime::<Utc>::from_timestamp(minute + 60, 0) else { return Ok(()) };
+        if claimed_again < turned || second.created_at > turned {
+            return Ok(()); // not a reopening with work waiting
+        }
+        verdict.reopenings_by_rollover += 1;
+        if rings.iter().any(|at| *at >= spent_at && *at < turned) {
+            verdict.violations.push(format!("{name}: the metered queue rang reopen in its spent minute {spent_at}"));
+        }
+        let rung = rings.iter().filter(|at| **at >= turned && **at < claimed_again).count();
+        match out_spans.iter().find(|(out, back)| *out <= turned && turned <= *back) {
+            None if rung != 1 => verdict.violations.push(format!(
+                "{name}: the metered queue's window turned at {turned} and rang {rung} times (exactly one is owed)"
+            )),
+            None => {}
+            Some((_, back)) => {
+                if rings.iter().any(|at| *at >= turned && at < back) {
+                    verdict.violations.push(format!("{name}: the metered queue's rollover rang while clocked out"));
+                }
+                let digest: Option<(i64,)> = sqlx::query_as(
+                    "SELECT 1::bigint FROM doorbell_rings WHERE session_id = $1 AND reason = 'digest' \
+                     AND at >= $2 AND at < $3 LIMIT 1",
+                )
+                .bind(&listener.session)
+                .bind(turned)
+                .bind(claimed_again)
+                .fetch_optional(pool)
+                .await?;
+                if digest.is_none() {
+                    verdict.violations.push(format!(
+                        "{name}: the metered queue's rollover at {turned}, while out, is in no clock-in digest"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
