@@ -436,6 +436,44 @@ async fn req8_a_reopening_rings_once_while_another_transaction_holds_the_session
     assert_eq!(rung.iter().filter(|r| r.reason == RingReason::Reopen).count(), 1, "{rung:?}");
 }
 
+// Issue #51: "a watch is never deleted without its ring committed in the same transaction". A
+// reopening whose ring cannot commit (the session's row locked exclusively past the lock timeout,
+// as a session being closed holds it) leaves its watch, and the next pass rings it once.
+#[tokio::test]
+async fn req8_a_reopening_whose_ring_cannot_commit_keeps_its_watch_and_rings_on_the_next_pass() {
+    let world = World::new().await;
+    let owner = world.human("blocked").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let session = attached(&world, &endpoint, "r1").await;
+    let identity = QueueIdentity::endpoint(&endpoint, "q");
+    let actor = PolicyActor { human_id: Some(owner.human.id.clone()), endpoint_id: None };
+    world.store.set_policy(&identity, &daily_utc(0), &actor).await.expect("pause the window");
+    world.push(&identity, "waits").await;
+    world.store.dispatch_pushes().await.expect("dispatch");
+    world.store.set_policy(&identity, &daily_utc(5), &actor).await.expect("raise");
+
+    let impatient = engine::PoolSettings {
+        connections_max: 4,
+        lock_timeout: std::time::Duration::from_millis(300),
+        ..engine::PoolSettings::default()
+    };
+    let impatient = world.store_with(impatient).await;
+    let pool = sqlx::PgPool::connect(&world.db.url).await.expect("a second connection");
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM mcp_sessions WHERE id = $1 FOR UPDATE")
+        .bind(&session)
+        .execute(&mut *holder)
+        .await
+        .expect("lock the session row exclusively");
+    let blocked = impatient.reopen_sweep().await;
+    assert!(blocked.as_ref().map_or(true, |report| report.rings.is_empty()), "rang through the lock: {blocked:?}");
+    holder.rollback().await.expect("release");
+
+    let reopened = world.store.reopen_sweep().await.expect("sweep");
+    assert_eq!((reopened.reopens, reopened.rings.len()), (1, 1), "the watch went without its ring: {reopened:?}");
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "rung once");
+}
+
 // Issue #51: a creation doorbell, and a clock-in digest, that meet the session's row held by
 // another transaction ring it all the same.
 #[tokio::test]
