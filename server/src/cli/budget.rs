@@ -64,10 +64,20 @@ pub async fn clear(api: &Api, scope: &str, queue: &str, json: bool) -> Result<()
     Ok(())
 }
 
-/// The PUT body of contract §3: `{max_in_flight, max_claims_per_window, window}`.
+/// The PUT body of contract §3: `{max_in_flight, max_claims_per_window, window}`, and with
+/// `--per-minute` beside another per-* limit, issue #52's `additional_windows`.
 fn policy_body(args: &SetArgs) -> Value {
     let per = [("hour", args.per_hour), ("day", args.per_day), ("week", args.per_week)];
     let windowed = per.iter().find_map(|(period, limit)| limit.map(|limit| (*period, limit)));
+    if windowed.is_none()
+        && let Some(limit) = args.per_minute
+    {
+        return json!({
+            "max_in_flight": args.max_in_flight,
+            "max_claims_per_window": limit,
+            "window": {"period": "minute"},
+        });
+    }
     let window = windowed.map(|(period, _)| {
         let mut window = json!({
             "period": period,
@@ -79,11 +89,15 @@ fn policy_body(args: &SetArgs) -> Value {
         }
         window
     });
-    json!({
+    let mut body = json!({
         "max_in_flight": args.max_in_flight,
         "max_claims_per_window": windowed.map(|(_, limit)| limit),
         "window": window,
-    })
+    });
+    if let (Some(limit), Some(map)) = (args.per_minute, body.as_object_mut()) {
+        map.insert("additional_windows".into(), json!([{"max_claims": limit, "window": {"period": "minute"}}]));
+    }
+    body
 }
 
 /// Every string the list may use for SCOPE: as written, and `kind:<id>` when SCOPE names a slug
@@ -194,6 +208,16 @@ fn detail_text(entry: &Value, viewer: Viewer) -> String {
         lines.push(("resets at", format!("{} ({zone})", resets_in_policy_zone(entry))));
         lines.push(("", format!("{} (local)", resets_locally(entry, viewer))));
     }
+    // Issue #52: each additional window's usage, and when the budget runs out at its rate.
+    for window in field("windows").and_then(Value::as_array).into_iter().flatten().skip(1) {
+        let period = window.pointer("/window/period").and_then(Value::as_str).unwrap_or("?");
+        let used = window.get("used").and_then(Value::as_i64).unwrap_or(0);
+        let max = window.get("max_claims").and_then(Value::as_i64).unwrap_or(0);
+        lines.push(("also", format!("{used} of {max} this {period}")));
+    }
+    if let Some(forecast) = instant(field("forecast_exhausted_at")) {
+        lines.push(("runs out", format!("at this rate, {}", viewer.format(forecast))));
+    }
     if let Some(next) = instant(field("next_eligible_at")) {
         let how = if field("exact").and_then(Value::as_bool) == Some(true) { "exact" } else { "estimate" };
         lines.push(("next eligible", format!("{} ({how})", viewer.format(next))));
@@ -259,11 +283,17 @@ fn describe_policy(policy: &Value) -> String {
         let part = |name: &str| window.and_then(|w| w.get(name)).and_then(Value::as_str).unwrap_or("?");
         let start = part("start");
         let from = match part("period") {
-            "hour" => format!("from :{}", start.rsplit(':').next().unwrap_or(start)),
-            "week" => format!("from {} {start}", part("weekday")),
-            _ => format!("from {start}"),
+            "minute" => String::new(),
+            "hour" => format!(" from :{} {}", start.rsplit(':').next().unwrap_or(start), part("tz")),
+            "week" => format!(" from {} {start} {}", part("weekday"), part("tz")),
+            _ => format!(" from {start} {}", part("tz")),
         };
-        parts.push(format!("{limit}/{} {from} {}", part("period"), part("tz")));
+        parts.push(format!("{limit}/{}{from}", part("period")));
+    }
+    for additional in policy.get("additional_windows").and_then(Value::as_array).into_iter().flatten() {
+        let limit = additional.get("max_claims").and_then(Value::as_i64).unwrap_or(0);
+        let period = additional.pointer("/window/period").and_then(Value::as_str).unwrap_or("?");
+        parts.push(format!("{limit}/{period}"));
     }
     if let Some(limit) = policy.get("max_in_flight").and_then(Value::as_i64) {
         parts.push(format!("{limit} in flight"));
@@ -279,6 +309,7 @@ mod tests {
         SetArgs {
             scope: "endpoint:bot".into(),
             queue: "inbox".into(),
+            per_minute: None,
             per_hour: None,
             per_day,
             per_week,
@@ -316,6 +347,24 @@ mod tests {
                        "window_start": "2026-03-09T07:00:00.000Z", "window_resets_at": "2026-03-10T07:00:00.000Z",
                        "next_eligible_at": "2026-03-10T07:00:00.000Z", "exact": true},
         })
+    }
+
+    // Issue #52: --per-minute beside a day is a second window; alone it is the window.
+    #[test]
+    fn ext52_per_minute_is_an_additional_window_beside_a_day_or_the_window_alone() {
+        let both = SetArgs { per_minute: Some(60), ..args(Some(5000), None, None, None) };
+        assert_eq!(
+            policy_body(&both),
+            json!({"max_in_flight": null, "max_claims_per_window": 5000,
+                   "window": {"period": "day", "tz": "UTC", "start": "00:00"},
+                   "additional_windows": [{"max_claims": 60, "window": {"period": "minute"}}]})
+        );
+        let alone = SetArgs { per_minute: Some(2), ..args(None, None, None, Some(1)) };
+        assert_eq!(
+            policy_body(&alone),
+            json!({"max_in_flight": 1, "max_claims_per_window": 2, "window": {"period": "minute"}})
+        );
+        assert_eq!(describe_policy(&policy_body(&both)), "5000/day from 00:00 UTC; 60/minute");
     }
 
     // SPEC-0030 REQ-11: used of limit, in flight of limit, status, resets in both zones.

@@ -156,12 +156,15 @@ pub enum BudgetCommand {
     /// Set a queue's budget. A full replace: any limit you leave out is removed.
     #[command(long_about = "Set a queue's admission budget.\n\n\
         This is a FULL REPLACE: the queue's budget becomes exactly what this command names, and any\n\
-        limit left out is removed. Give at least one of --per-hour, --per-day, --per-week and\n\
-        --max-in-flight. A limit of 0 pauses the queue. Changes apply from the next claim.\n\n\
+        limit left out is removed. Give at least one of --per-minute, --per-hour, --per-day,\n\
+        --per-week and --max-in-flight. --per-minute beside another per-* limit is a second window\n\
+        every claim must also fit (\"60 a minute and 5,000 a day\"). A limit of 0 pauses the queue.\n\
+        Changes apply from the next claim.\n\n\
         Examples:\n  \
         switchboard queue budget set endpoint:triage-bot inbox --per-day 100 --tz America/Los_Angeles\n  \
         switchboard queue budget set team:research investigations --per-week 500 --weekday Mon --start 09:00\n  \
-        switchboard queue budget set endpoint:triage-bot inbox --max-in-flight 2")]
+        switchboard queue budget set endpoint:triage-bot inbox --max-in-flight 2\n  \
+        switchboard queue budget set endpoint:triage-bot inbox --per-day 5000 --per-minute 60")]
     Set(SetArgs),
     /// Remove a queue's budget; its audit history stays readable.
     Clear {
@@ -178,7 +181,10 @@ pub enum BudgetCommand {
 #[derive(Args)]
 #[command(group(ArgGroup::new("window_limit").args(["per_hour", "per_day", "per_week"])))]
 #[command(group(
-    ArgGroup::new("any_limit").args(["per_hour", "per_day", "per_week", "max_in_flight"]).multiple(true).required(true)
+    ArgGroup::new("any_limit")
+        .args(["per_minute", "per_hour", "per_day", "per_week", "max_in_flight"])
+        .multiple(true)
+        .required(true)
 ))]
 pub struct SetArgs {
     /// `endpoint:<slug-or-id>` or `team:<slug-or-id>`.
@@ -187,6 +193,10 @@ pub struct SetArgs {
     /// Queue name.
     #[arg(value_parser = parse_queue)]
     pub queue: String,
+    /// At most N claims per wall-clock minute: a second window beside --per-hour, --per-day or
+    /// --per-week, or the only one.
+    #[arg(long, value_name = "N")]
+    pub per_minute: Option<u32>,
     /// At most N claims per hour.
     #[arg(long, value_name = "N")]
     pub per_hour: Option<u32>,
