@@ -67,11 +67,21 @@ pub struct PushPlan {
     pub out_percent: u64,
     /// Reopenings made by deleting the paused policy (re-created paused after), in percent.
     pub delete_percent: u64,
+    /// Whether each listener's metered minute window rolls over with work waiting (the round
+    /// waits for the next minute, so a run may last up to a minute longer).
+    pub rollover: bool,
 }
 
 impl PushPlan {
     pub fn small() -> PushPlan {
-        PushPlan { listeners: 2, burst: 24, hold: Duration::from_millis(2500), out_percent: 25, delete_percent: 25 }
+        PushPlan {
+            listeners: 2,
+            burst: 24,
+            hold: Duration::from_millis(2500),
+            out_percent: 25,
+            delete_percent: 25,
+            rollover: true,
+        }
     }
 }
 
@@ -380,6 +390,9 @@ impl Listeners {
     /// window is spent, the second waits), then, once the next minute has begun and `hold` has
     /// passed, the second claimed and completed.
     async fn metered_round(&self, listener: &Listener, scope: &str, plan: &PushPlan, tally: &Mutex<Tally>) {
+        if !plan.rollover {
+            return;
+        }
         let ids = self.create_pair(listener, scope, METERED, 0, tally).await;
         let [first, second] = ids.as_slice() else { return };
         self.held_verb(listener, "claim", first, "claimed", tally).await;
