@@ -106,8 +106,6 @@ struct Listener {
     /// Set when its driver has made its last change: the stream is read a while longer, so the
     /// rings that change calls for arrive before the judge looks.
     driver_done: AtomicBool,
-    /// Set while the blocked round holds its session row; the metered round waits for it.
-    session_blocked: AtomicBool,
 }
 
 /// What every listener shares: the owner, the replicas, the HTTP client, the fault clock.
@@ -237,7 +235,6 @@ impl Listeners {
                 out_spans: Mutex::new(Vec::new()),
                 streams_opened: AtomicU64::new(0),
                 driver_done: AtomicBool::new(false),
-                session_blocked: AtomicBool::new(false),
             }));
         }
         listeners
@@ -401,16 +398,7 @@ impl Listeners {
         let next_minute = spent_at.timestamp() - spent_at.timestamp().rem_euclid(60) + 60;
         let until_next = u64::try_from(next_minute - Utc::now().timestamp()).unwrap_or(0);
         tokio::time::sleep(Duration::from_secs(until_next)).await;
-        // The turn's ring waits for a held session row as it waits for the database: hold past both.
-        loop {
-            self.hold(plan.hold).await;
-            if !listener.session_blocked.load(Ordering::SeqCst) {
-                break;
-            }
-            while listener.session_blocked.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+        self.hold(plan.hold).await;
         self.held_verb(listener, "claim", second, "claimed", tally).await;
         self.held_verb(listener, "complete", second, "done", tally).await;
     }
@@ -468,7 +456,6 @@ impl Listeners {
             // timeout (as a session being closed holds it): the sweep's ring fails, and the watch
             // must stay for the pass after the row is free (issue #51).
             let blocker = if round == 2 && !out { self.block_session(listener).await } else { None };
-            listener.session_blocked.store(blocker.is_some(), Ordering::SeqCst);
             let burst = self.burst(listener, &scope, round, plan.burst, tally);
             let reopen = async {
                 if by_delete {
@@ -481,7 +468,6 @@ impl Listeners {
             if let Some(blocker) = blocker {
                 tokio::time::sleep(SESSION_BLOCKED_FOR).await;
                 blocker.rollback().await.ok();
-                listener.session_blocked.store(false, Ordering::SeqCst);
                 lock(tally).push_sessions_blocked += 1;
             }
             self.hold(plan.hold).await;
