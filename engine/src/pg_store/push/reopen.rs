@@ -131,12 +131,6 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         admitting: &[QueueIdentity],
     ) -> Result<PushReport> {
-        if mutant_hooks::reopen_drops_the_watch_first() {
-            let mut own = self.begin().await?;
-            let reopened = self.take_reopened(&mut own, admitting, true).await?;
-            own.commit().await.map_err(db_error)?;
-            return self.ring_reopened(tx, &reopened).await;
-        }
         let reopened = self.take_reopened(tx, admitting, !mutant_hooks::reopen_keeps_the_watch()).await?;
         self.ring_reopened(tx, &reopened).await
     }
