@@ -210,7 +210,7 @@ pub fn decide_in_turn(
     used_seen: impl Fn(i64) -> i64,
 ) -> InTurn {
     let (mut in_flight, mut used) = (observed.in_flight, observed.usage());
-    let slots = if policy.charges() { 1 + policy.additional_windows.len() } else { 0 };
+    let slots = policy.charged_slots();
     let mut admitted = Vec::with_capacity(takes_over.len());
     for &takes_over in takes_over {
         let seen = Observation { in_flight: in_flight - i64::from(takes_over), ..observed.with_usage(used) };
@@ -348,6 +348,12 @@ impl Policy {
     /// [`Policy::charged_windows`] for every window's.
     pub fn charged_window(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
         self.window.as_ref().filter(|_| self.charges()).map(|w| w.window_containing(now))
+    }
+
+    /// How many windows a charged claim adds a unit to: the primary and every additional window,
+    /// or none when the policy charges nothing.
+    pub fn charged_slots(&self) -> usize {
+        if self.charges() { 1 + self.additional_windows.len() } else { 0 }
     }
 
     /// Every window with its limit, in slot order: the primary first (when the policy has a
@@ -600,9 +606,24 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
         window_start: window.filter(|_| windowed).map(|(start, _)| start),
         window_resets_at: window.filter(|_| windowed).map(|(_, end)| end),
         windows,
-        forecast_exhausted_at: crate::forecast::exhausted_at(policy, observed.now, used, &observed.recent),
+        forecast_exhausted_at: forecast_exhausted_at(policy, observed.now, used, &observed.recent),
         hint,
     }
+}
+
+/// Issue #52: the policy's forecast, the earliest of its windows' (`forecast`).
+pub fn forecast_exhausted_at(
+    policy: &Policy,
+    now: DateTime<Utc>,
+    used: Used,
+    recent: &RecentCharges,
+) -> Option<DateTime<Utc>> {
+    policy
+        .windows()
+        .filter_map(|(slot, max, window)| {
+            crate::forecast::window_exhausted_at(now, window.window_containing(now), max, used.of(slot), recent)
+        })
+        .min()
 }
 
 /// REQ-9: the status of a policy that cannot be read or evaluated.
@@ -943,5 +964,21 @@ mod tests {
         assert_eq!(stored, Ok(policy));
         let minute = Policy::from_stored(None, Some(5), Some("minute"), None, None, None, None).expect("minute");
         assert_eq!(minute.to_json()["window"], json!({"period": "minute"}));
+    }
+    // Issue #52: with several windows the first to run out is the forecast.
+    #[test]
+    fn ext52_the_binding_window_is_the_first_to_run_out() {
+        let policy = Policy::from_request(&json!({"max_claims_per_window": 1000,
+            "window": {"period": "day", "tz": "UTC", "start": "00:00"},
+            "additional_windows": [{"max_claims": 70, "window": {"period": "hour", "tz": "UTC", "start": "00:00"}}]}))
+        .expect("valid");
+        let now = DateTime::parse_from_rfc3339("2026-12-07T15:15:00Z").expect("instant").to_utc();
+        let recent = RecentCharges::from_ledger(now, (1..=15).map(|k| (now - chrono::TimeDelta::minutes(k), 4)));
+        let used = Used { primary: 500, additional: [60, 0, 0, 0] };
+        // 60 units in 15 minutes: the hour's 10 left go in 2.5 minutes, the day's 500 in 125.
+        assert_eq!(
+            forecast_exhausted_at(&policy, now, used, &recent),
+            Some(DateTime::parse_from_rfc3339("2026-12-07T15:17:30Z").expect("instant").to_utc())
+        );
     }
 }

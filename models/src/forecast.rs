@@ -6,12 +6,13 @@
 //! `now + remaining / rate`. That instant is the forecast unless the window resets first (then
 //! the budget does not run out in this window, and there is nothing to warn of), nothing was
 //! charged in the span (no rate), or nothing remains (the status already says exhausted). With
-//! several windows the binding one is the one that runs out first. The span starts on a whole
-//! minute so the ledger's per-minute units count exactly the claims inside it.
+//! several windows the binding one is the one that runs out first (`admission::status` takes the
+//! earliest over a policy's windows). The span starts on a whole minute so the ledger's
+//! per-minute units count exactly the claims inside it.
 //!
-//! Pure, as `admission` is: the engine and the model store hand in the ledger's recent minutes.
+//! Pure, as `admission` is, and a leaf beneath it: the engine and the model store hand in the
+//! ledger's recent minutes.
 
-use crate::admission::{Policy, Used};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 
 /// How far back the rate looks.
@@ -81,16 +82,6 @@ pub fn window_exhausted_at(
     (at < resets_at).then_some(at)
 }
 
-/// The policy's forecast: the earliest among its windows'.
-pub fn exhausted_at(policy: &Policy, now: DateTime<Utc>, used: Used, recent: &RecentCharges) -> Option<DateTime<Utc>> {
-    policy
-        .windows()
-        .filter_map(|(slot, max, window)| {
-            window_exhausted_at(now, window.window_containing(now), max, used.of(slot), recent)
-        })
-        .min()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,20 +119,6 @@ mod tests {
             RecentCharges::from_ledger(now, [(at("2026-12-07T14:58:00Z"), 50), (at("2026-12-07T15:01:00Z"), 5)]);
         // 5 units in 5 minutes; 20 left → 20 minutes.
         assert_eq!(window_exhausted_at(now, hour, 30, 10, &recent), Some(at("2026-12-07T15:25:00Z")));
-    }
-
-    // Issue #52: with several windows the first to run out is the forecast.
-    #[test]
-    fn ext52_the_binding_window_is_the_first_to_run_out() {
-        let policy = Policy::from_request(&serde_json::json!({"max_claims_per_window": 1000,
-            "window": {"period": "day", "tz": "UTC", "start": "00:00"},
-            "additional_windows": [{"max_claims": 70, "window": {"period": "hour", "tz": "UTC", "start": "00:00"}}]}))
-        .expect("valid");
-        let now = at("2026-12-07T15:15:00Z");
-        let recent = RecentCharges::from_ledger(now, (1..=15).map(|k| (now - TimeDelta::minutes(k), 4)));
-        let used = Used { primary: 500, additional: [60, 0, 0, 0] };
-        // 60 units in 15 minutes: the hour's 10 left go in 2.5 minutes, the day's 500 in 125.
-        assert_eq!(exhausted_at(&policy, now, used, &recent), Some(at("2026-12-07T15:17:30Z")));
     }
 
     proptest! {

@@ -143,7 +143,7 @@ pub(super) fn with_headroom(
     seen: &[Observation],
     used_before: Option<Used>,
 ) -> Vec<Claimed> {
-    let slots = if policy.charges() { 1 + policy.additional_windows.len() } else { 0 };
+    let slots = policy.charged_slots();
     let mut used_so_far = used_before;
     todos
         .into_iter()
