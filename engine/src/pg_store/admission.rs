@@ -84,7 +84,7 @@ impl PgStore {
         let select = status_select(&mut binds, self.now_param(), pending);
         let identities = identity_filter(&mut binds, "p", identities);
         let sql = composed_sql!("{select} WHERE {identities} ORDER BY p.endpoint_id, p.team_id, p.queue");
-        self.status_rows(sql, binds).await
+        self.status_rows(sql, binds, pending).await
     }
 
     pub(crate) async fn reach_admissions_tx(&self, reach: &Reach) -> Result<Vec<QueueAdmission>> {
@@ -95,27 +95,34 @@ impl PgStore {
             "{select} WHERE p.endpoint_id = ANY({endpoint_ids}) OR p.team_id = ANY({team_ids}) \
              ORDER BY p.endpoint_id, p.team_id, p.queue"
         );
-        self.status_rows(sql, binds).await
+        self.status_rows(sql, binds, Pending::Count).await
     }
 
     pub(crate) async fn all_admissions_tx(&self) -> Result<Vec<QueueAdmission>> {
         let mut binds = Binds::default();
         let select = status_select(&mut binds, self.now_param(), Pending::Count);
-        self.status_rows(composed_sql!("{select} ORDER BY p.queue, p.id"), binds).await
+        self.status_rows(composed_sql!("{select} ORDER BY p.queue, p.id"), binds, Pending::Count).await
     }
 
     /// Runs a status read (`status_select` and its filter) and evaluates its rows.
-    async fn status_rows(&self, sql: sqlx::AssertSqlSafe<String>, binds: Binds) -> Result<Vec<QueueAdmission>> {
+    async fn status_rows(
+        &self,
+        sql: sqlx::AssertSqlSafe<String>,
+        binds: Binds,
+        pending: Pending,
+    ) -> Result<Vec<QueueAdmission>> {
         let rows: Vec<PolicyRow> = sqlx::query_as_with(sql, binds.into_arguments().map_err(db_error)?)
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        self.evaluate_rows(rows).await
+        self.evaluate_rows(rows, pending).await
     }
 
     /// Reads each policy's current-window usage and derives its status with the shared function.
-    /// A row that does not validate is `admission_unavailable` (REQ-9).
-    async fn evaluate_rows(&self, rows: Vec<PolicyRow>) -> Result<Vec<QueueAdmission>> {
+    /// A row that does not validate is `admission_unavailable` (REQ-9). The forecast's ledger read
+    /// is left out of `Pending::AnyAtAll` reads (the pre-skip's and push's), which only ask whether
+    /// an identity is deferred and run on the claim and push paths.
+    async fn evaluate_rows(&self, rows: Vec<PolicyRow>, pending: Pending) -> Result<Vec<QueueAdmission>> {
         let policies: Vec<std::result::Result<Policy, String>> = rows.iter().map(|row| row.limits.evaluate()).collect();
         // Usage is the identity's, whatever policy row charged it (issue #28).
         let mut keys = UsageKeys::default();
@@ -155,7 +162,7 @@ impl PgStore {
                 _ => [0; ADDITIONAL_WINDOWS_MAX],
             });
         }
-        let recent = self.recent_charges(&keys).await?;
+        let recent = if pending == Pending::Count { self.recent_charges(&keys).await? } else { vec![] };
         rows.into_iter()
             .zip(policies)
             .zip(additional_used)
