@@ -474,6 +474,132 @@ async fn req8_a_reopening_whose_ring_cannot_commit_keeps_its_watch_and_rings_on_
     assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "rung once");
 }
 
+/// A paused identity of `endpoint`'s queue `queue` with one todo waiting and its watch recorded,
+/// then raised: due to reopen on the next sweep.
+async fn reopening(world: &World, owner_human: &str, endpoint: &str, queue: &str) -> QueueIdentity {
+    let identity = QueueIdentity::endpoint(endpoint, queue);
+    let actor = PolicyActor { human_id: Some(owner_human.to_string()), endpoint_id: None };
+    world.store.set_policy(&identity, &daily_utc(0), &actor).await.expect("pause the window");
+    world.push(&identity, "waits").await;
+    assert_eq!(world.store.dispatch_pushes().await.expect("dispatch").withheld_deferred, 1);
+    world.store.set_policy(&identity, &daily_utc(5), &actor).await.expect("raise");
+    identity
+}
+
+/// `session`'s row locked exclusively (as closing a session locks it) until the answer ends.
+async fn lock_session_exclusively(world: &World, session: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let pool = sqlx::PgPool::connect(&world.db.url).await.expect("a second connection");
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM mcp_sessions WHERE id = $1 FOR UPDATE")
+        .bind(session)
+        .execute(&mut *holder)
+        .await
+        .expect("lock the session row exclusively");
+    holder
+}
+
+/// Waits until some statement waits for a lock: a pass has reached the held row.
+async fn until_a_lock_is_awaited(world: &World) {
+    let pool = sqlx::PgPool::connect(&world.db.url).await.expect("a watching connection");
+    for _ in 0..200 {
+        let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(&pool)
+            .await
+            .expect("pg_locks");
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no pass reached the held session row");
+}
+
+// Issue #51, "no ring is lost": a doorbell's event id is what a reconnecting stream resumes from
+// (`Last-Event-ID`), so a session's ids must follow the order its rings commit in. Here a reopen
+// pass decides a ring to session A, then waits on session B's held row; meanwhile a creation
+// doorbell to A commits. The reopen ring, committed last, has the later id and is replayed to a
+// stream that resumes after the creation doorbell. Before the fix it had the earlier id and the
+// replay skipped it.
+#[tokio::test]
+async fn req8_a_ring_that_commits_after_another_has_the_later_event_id_and_is_replayed() {
+    let world = World::new().await;
+    let owner = world.human("order").await;
+    let a = endpoint_of(&world.agent(&owner, &["q", "other"]).await);
+    let b = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let (session_a, session_b) = (attached(&world, &a, "r1").await, attached(&world, &b, "r1").await);
+    reopening(&world, &owner.human.id, &a, "q").await;
+    world.clock.advance(Duration::seconds(1));
+    reopening(&world, &owner.human.id, &b, "q").await;
+
+    let holder = lock_session_exclusively(&world, &session_b).await;
+    let store = world.store.clone();
+    let sweep = tokio::spawn(async move { store.reopen_sweep().await });
+    until_a_lock_is_awaited(&world).await;
+    world.push(&QueueIdentity::endpoint(&a, "other"), "lands meanwhile").await;
+    let created = world.store.dispatch_pushes().await.expect("dispatch");
+    assert_eq!(created.rings.len(), 1, "{created:?}");
+    holder.rollback().await.expect("release within the ring's lock timeout");
+    let reopened = sweep.await.expect("join").expect("sweep");
+
+    assert_eq!(reopened.reopens, 2, "{reopened:?}");
+    let reopen_a = reopened.rings.iter().find(|r| r.session_id == session_a).expect("A rung");
+    assert!(reopen_a.seq > created.rings[0].seq, "committed last, numbered first: {reopened:?} {created:?}");
+    let resumed = world.store.rings_since(&session_a, created.rings[0].seq).await.expect("replay");
+    assert_eq!(resumed.iter().map(|r| r.reason).collect::<Vec<_>>(), vec![RingReason::Reopen], "{resumed:?}");
+}
+
+// Issue #51: each reopening is a step of its own. One whose session's row is held past the
+// ring's lock timeout keeps its watch and rings on a later pass; the others in the same pass ring
+// now, and nobody is rung twice.
+#[tokio::test]
+async fn req8_a_held_session_delays_only_its_own_reopening() {
+    let world = World::new().await;
+    let owner = world.human("isolated").await;
+    let a = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let b = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let (session_a, session_b) = (attached(&world, &a, "r1").await, attached(&world, &b, "r1").await);
+    reopening(&world, &owner.human.id, &b, "q").await;
+    world.clock.advance(Duration::seconds(1));
+    reopening(&world, &owner.human.id, &a, "q").await;
+
+    let holder = lock_session_exclusively(&world, &session_b).await;
+    let first = world.store.reopen_sweep().await.expect("the pass goes on past the held row");
+    assert_eq!(first.rings.iter().map(|r| r.session_id.as_str()).collect::<Vec<_>>(), vec![session_a.as_str()]);
+    holder.rollback().await.expect("release");
+
+    let second = world.store.reopen_sweep().await.expect("sweep");
+    assert_eq!(second.rings.iter().map(|r| r.session_id.as_str()).collect::<Vec<_>>(), vec![session_b.as_str()]);
+    assert!(world.store.reopen_sweep().await.expect("sweep").rings.is_empty(), "each rung once");
+}
+
+// Issue #51, "no ring is lost": a creation doorbell whose session's row is held past the ring's
+// lock timeout is due again for the next pass, while the rest of its batch rings now.
+#[tokio::test]
+async fn req8_a_creation_doorbell_held_past_the_lock_timeout_rings_on_the_next_pass() {
+    let world = World::new().await;
+    let owner = world.human("due").await;
+    let a = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let b = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let (session_a, session_b) = (attached(&world, &a, "r1").await, attached(&world, &b, "r1").await);
+    let for_b = world.push(&QueueIdentity::endpoint(&b, "q"), "for b").await;
+    let for_a = world.push(&QueueIdentity::endpoint(&a, "q"), "for a").await;
+
+    let holder = lock_session_exclusively(&world, &session_b).await;
+    let first = world.store.dispatch_pushes().await.expect("the pass goes on past the held row");
+    holder.rollback().await.expect("release");
+    assert_eq!(
+        first.rings.iter().map(|r| (r.session_id.as_str(), r.todo_id.as_deref())).collect::<Vec<_>>(),
+        vec![(session_a.as_str(), Some(for_a.id.as_str()))]
+    );
+
+    let second = world.store.dispatch_pushes().await.expect("dispatch");
+    assert_eq!(
+        second.rings.iter().map(|r| (r.session_id.as_str(), r.todo_id.as_deref())).collect::<Vec<_>>(),
+        vec![(session_b.as_str(), Some(for_b.id.as_str()))]
+    );
+    assert!(world.store.dispatch_pushes().await.expect("dispatch").rings.is_empty(), "each rung once");
+}
+
 // Issue #51: a creation doorbell, and a clock-in digest, that meet the session's row held by
 // another transaction ring it all the same.
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! sent on clock-in and on a stream's reconnect (rate-limited by `last_digest_at`).
 
 use super::Target;
+use super::pass::PushTx;
 use crate::pg_store::rows::identity_of;
 use crate::pg_store::{PgStore, db_error};
 use chrono::{DateTime, Duration, Utc};
@@ -9,7 +10,7 @@ use models::error::Result;
 use models::identity::QueueIdentity;
 use models::presence::Presence;
 use models::push::{DigestReason, PushReport, RECONNECT_DIGEST_COOLDOWN_MINUTES, RingReason};
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::PgConnection;
 
 /// The endpoint a reconnect digest goes to, with the replica holding the session's stream.
 #[derive(Debug, sqlx::FromRow)]
@@ -24,26 +25,26 @@ impl PgStore {
     /// waits in its admitted queues. Sets no ring budget.
     pub(super) async fn digest(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut PushTx,
         endpoint_id: &str,
         session: Option<(&str, &str)>,
         reason: DigestReason,
         now: DateTime<Utc>,
     ) -> Result<PushReport> {
         let (pending, queues) = self.admitted_pending(tx, endpoint_id).await?;
-        let mut report = PushReport::default();
         if pending == 0 {
-            return Ok(report);
+            return Ok(PushReport::default());
         }
         let digest = Some((pending, queues, reason));
-        let ring = match session {
-            Some((session_id, replica)) => Some(
-                self.record_ring(tx, session_id, endpoint_id, replica, None, RingReason::Digest, digest, now).await?,
-            ),
-            None => self.ring_one(tx, &[endpoint_id.to_string()], None, RingReason::Digest, digest, now).await?,
-        };
-        report.rings.extend(ring);
-        Ok(report)
+        match session {
+            Some((session_id, replica)) => {
+                self.record_ring(tx, session_id, endpoint_id, replica, None, RingReason::Digest, digest, now).await?
+            }
+            None => {
+                self.ring_one(tx, &[endpoint_id.to_string()], None, RingReason::Digest, digest, now).await?;
+            }
+        }
+        Ok(PushReport::default())
     }
 
     /// Pending todos in the endpoint's granted queues whose identity admits claims now, and

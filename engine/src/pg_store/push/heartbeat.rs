@@ -1,6 +1,7 @@
 //! The doorbell heartbeat: waiting, unclaimed work is rung again on a backoff (at most
 //! `RINGS_PER_TODO_MAX` times), round-robin across owners, by one replica at a time.
 
+use super::pass::PushTx;
 use super::watch_key;
 use crate::pg_store::rows::TodoRow;
 use crate::pg_store::sql::TODO_COLUMNS;
@@ -10,7 +11,6 @@ use models::error::Result;
 use models::identity::{Owner, QueueIdentity};
 use models::push::{self, PushReport, RingReason, SESSION_STALE_SECONDS};
 use models::todo::Todo;
-use sqlx::{Postgres, Transaction};
 use std::collections::BTreeMap;
 
 impl PgStore {
@@ -20,7 +20,7 @@ impl PgStore {
         Ok(self.counted(push_pass!(self, |tx| self.heartbeat_in(tx))?))
     }
 
-    async fn heartbeat_in(&self, tx: &mut Transaction<'static, Postgres>) -> Result<PushReport> {
+    async fn heartbeat_in(&self, tx: &mut PushTx) -> Result<PushReport> {
         let mut report = PushReport::default();
         let won: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('switchboard_heartbeat_sweep'))")
             .fetch_one(&mut **tx)
@@ -69,8 +69,11 @@ impl PgStore {
                 }
             }
         }
+        // Each re-ring is a step of its own: one that fails is simply rung by a later sweep.
         for todo in chosen {
-            report.absorb(self.push_todo(tx, &todo, RingReason::Heartbeat, None, now).await?);
+            let step = tx.step().await?;
+            let rung = self.push_todo(tx, &todo, RingReason::Heartbeat, None, now).await;
+            report.absorb(tx.end_step(step, rung).await?.unwrap_or_default());
         }
         Ok(report)
     }
@@ -82,7 +85,7 @@ impl PgStore {
     /// `HEARTBEAT_CANDIDATES_MAX`.
     async fn heartbeat_candidates(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut PushTx,
         now: DateTime<Utc>,
         excluded: &[QueueIdentity],
     ) -> Result<Vec<HeartbeatRow>> {

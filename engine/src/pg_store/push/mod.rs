@@ -12,27 +12,30 @@
 //! Split by concept: `sessions` (MCP sessions and the doorbell replay), `ring` (how one push is
 //! delivered: a doorbell to one session and a call per hook), `dispatch` (the passes over
 //! `push_due`), `reopen` (deferred queues that admit claims again), `heartbeat` (re-rings of
-//! waiting work), `presence` and `digest` (clock-in and reconnect). This module holds what they
-//! share: the channel, ring targets, the push clock, and `push_pass!`, the one-transaction
-//! wrapper every pass runs in.
+//! waiting work), `presence` and `digest` (clock-in and reconnect), `pass` (a pass's transaction:
+//! its doorbells numbered in each session's commit order, its rings failing one at a time). This
+//! module holds what they share: the channel, ring targets, the push clock, and `push_pass!`, the
+//! one-transaction wrapper every pass runs in.
 
-/// One push pass as its own transaction: begins it, binds `$tx` to it (`&mut Transaction`), awaits
-/// `$pass`, then commits, or rolls back when the pass failed; evaluates to the pass's outcome.
-/// Every sweep and decision runs in one, so whichever replica commits a decision first is the
-/// only one that made it. A macro, not a function taking an async closure: rustc cannot yet prove
-/// such a closure's future `Send` for every lifetime of the borrowed transaction.
+/// One push pass as its own transaction: begins it, binds `$tx` to it (`&mut PushTx`), awaits
+/// `$pass`, then seals the doorbells it decided into its report and commits, or rolls back when
+/// the pass failed; evaluates to the pass's outcome. Every sweep and decision runs in one, so
+/// whichever replica commits a decision first is the only one that made it. A macro, not a
+/// function taking an async closure: rustc cannot yet prove such a closure's future `Send` for
+/// every lifetime of the borrowed transaction.
 macro_rules! push_pass {
     ($store:expr, |$tx:ident| $pass:expr) => {{
-        let mut transaction = $store.begin().await?;
+        let mut transaction = $store.begin_push().await?;
         let $tx = &mut transaction;
         let outcome = $pass.await;
-        $crate::pg_store::finish(transaction, outcome).await
+        $crate::pg_store::push::pass::finish_pass(transaction, outcome).await
     }};
 }
 
 mod digest;
 mod dispatch;
 mod heartbeat;
+pub(crate) mod pass;
 mod presence;
 mod reopen;
 mod ring;

@@ -1,7 +1,11 @@
 //! REQ-8's reopen: a queue identity that was deferred when work arrived is watched, and once it
 //! admits claims again (or lost its policy) one sweep rings its oldest waiting todo and unwatches
-//! it. A watched row is taken with `SKIP LOCKED`, so one replica decides each reopening.
+//! it. A watched row is taken with `SKIP LOCKED`, so one replica decides each reopening. Each
+//! reopening is a step of its own, its unwatch and its rings together: one whose ring fails (its
+//! session's row held past the ring's lock timeout) keeps its watch for the next pass, and the
+//! others ring.
 
+use super::pass::PushTx;
 use super::watch_key;
 use crate::pg_store::rows::TodoRow;
 use crate::pg_store::sql::TODO_COLUMNS;
@@ -11,7 +15,7 @@ use models::error::Result;
 use models::identity::QueueIdentity;
 use models::presence::Presence;
 use models::push::{self, PushReport, RingReason};
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::PgConnection;
 
 /// A watch as the sweep reads it: since, owner kind, owner id, queue (its order and its key).
 type WatchRow = (DateTime<Utc>, String, String, String);
@@ -124,25 +128,23 @@ impl PgStore {
     }
 
     /// Takes the watches of `admitting` that no other replica holds, reads their statuses again
-    /// under that lock, and rings and unwatches those that still admit claims, in the one
-    /// transaction: a watch never goes without its ring.
-    async fn reopen_in(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        admitting: &[QueueIdentity],
-    ) -> Result<PushReport> {
-        let reopened = self.take_reopened(tx, admitting, !mutant_hooks::reopen_keeps_the_watch()).await?;
-        self.ring_reopened(tx, &reopened).await
+    /// under that lock, and rings and unwatches each that still admits claims, in one step: a
+    /// watch never goes without its ring.
+    async fn reopen_in(&self, tx: &mut PushTx, admitting: &[QueueIdentity]) -> Result<PushReport> {
+        let reopened = self.take_reopened(tx, admitting).await?;
+        let now = self.push_now(tx).await?;
+        let mut report = PushReport::default();
+        for identity in &reopened {
+            let step = tx.step().await?;
+            let rung = self.unwatch_and_ring(tx, identity, now).await;
+            report.absorb(tx.end_step(step, rung).await?.unwrap_or_default());
+        }
+        Ok(report)
     }
 
     /// The watches of `admitting` that no other replica holds and that still admit claims under
-    /// their lock, deleted when `unwatch` (every caller but a seeded bug).
-    async fn take_reopened(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        admitting: &[QueueIdentity],
-        unwatch: bool,
-    ) -> Result<Vec<QueueIdentity>> {
+    /// their lock (held until the pass ends).
+    async fn take_reopened(&self, tx: &mut PushTx, admitting: &[QueueIdentity]) -> Result<Vec<QueueIdentity>> {
         let (kinds, owners): (Vec<&str>, Vec<&str>) = admitting.iter().map(watch_key).unzip();
         let queues: Vec<&str> = admitting.iter().map(|identity| identity.queue.as_str()).collect();
         let taken: Vec<WatchRow> = sqlx::query_as(
@@ -159,39 +161,39 @@ impl PgStore {
         .map_err(db_error)?;
         let identities: Vec<QueueIdentity> = taken.iter().map(watched_identity).collect();
         let deferred = self.deferred_among(identities.iter()).await?;
-        let reopened: Vec<QueueIdentity> = identities.into_iter().filter(|i| !deferred.contains(i)).collect();
-        for identity in reopened.iter().filter(|_| unwatch) {
-            let (kind, owner) = watch_key(identity);
-            sqlx::query("DELETE FROM admission_reopen_watch WHERE owner_kind = $1 AND owner_id = $2 AND queue = $3")
-                .bind(kind)
-                .bind(owner)
-                .bind(&identity.queue)
-                .execute(&mut **tx)
-                .await
-                .map_err(db_error)?;
-        }
-        Ok(reopened)
+        Ok(identities.into_iter().filter(|i| !deferred.contains(i)).collect())
     }
 
-    /// Rings each reopened identity (`reopen_identity`).
-    async fn ring_reopened(
+    /// Unwatches a reopened identity and rings it (`reopen_identity`); one step of the pass.
+    async fn unwatch_and_ring(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
-        reopened: &[QueueIdentity],
+        tx: &mut PushTx,
+        identity: &QueueIdentity,
+        now: DateTime<Utc>,
     ) -> Result<PushReport> {
-        let now = self.push_now(tx).await?;
-        let mut report = PushReport::default();
-        for identity in reopened {
-            report.absorb(self.reopen_identity(tx, identity, now).await?);
+        if !mutant_hooks::reopen_keeps_the_watch() {
+            self.unwatch(tx, identity).await?;
         }
-        Ok(report)
+        self.reopen_identity(tx, identity, now).await
+    }
+
+    async fn unwatch(&self, conn: &mut PgConnection, identity: &QueueIdentity) -> Result<()> {
+        let (kind, owner) = watch_key(identity);
+        sqlx::query("DELETE FROM admission_reopen_watch WHERE owner_kind = $1 AND owner_id = $2 AND queue = $3")
+            .bind(kind)
+            .bind(owner)
+            .bind(&identity.queue)
+            .execute(conn)
+            .await
+            .map_err(db_error)?;
+        Ok(())
     }
 
     /// One doorbell per endpoint (in presence) that drains the identity, naming its oldest
     /// pending todo, and one hook call per hook; nothing when no todo waits.
     async fn reopen_identity(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut PushTx,
         identity: &QueueIdentity,
         now: DateTime<Utc>,
     ) -> Result<PushReport> {
@@ -220,9 +222,7 @@ impl PgStore {
                 continue;
             }
             let endpoint = [target.id.clone()];
-            if let Some(ring) = self.ring_one(tx, &endpoint, Some(&todo), RingReason::Reopen, None, now).await? {
-                report.rings.push(ring);
-            }
+            self.ring_one(tx, &endpoint, Some(&todo), RingReason::Reopen, None, now).await?;
         }
         report.hook_calls_enqueued += self.enqueue_hooks(tx, &todo, "reopened", &targets, now).await?;
         Ok(report)

@@ -1,15 +1,16 @@
 //! How one push is delivered: a doorbell to the least recently rung live session of the
-//! endpoints that may take the work, announced with `pg_notify` at commit, and one outbox row per
-//! enabled notify hook. Every pass (dispatch, reopen, heartbeat, digest) delivers through here.
+//! endpoints that may take the work (written and announced when its pass seals, `pass.rs`), and
+//! one outbox row per enabled notify hook. Every pass (dispatch, reopen, heartbeat, digest)
+//! delivers through here.
 
-use super::{PUSH_CHANNEL, Target, new_id, ring_announcement};
+use super::pass::PushTx;
+use super::{Target, new_id};
 use crate::pg_store::{PgStore, db_error, mutant_hooks};
 use chrono::{DateTime, Duration, Utc};
 use models::error::{Error, Result};
 use models::presence::Presence;
 use models::push::{self, DigestReason, DueReason, PushReport, Ring, RingReason, SESSION_STALE_SECONDS};
 use models::todo::Todo;
-use sqlx::{Postgres, Transaction};
 
 /// The least recently rung live session of the endpoints `$1`, kept from deletion (`ring_one`).
 const PICK_SESSION: &str = "SELECT id, endpoint_id, stream_replica FROM mcp_sessions \
@@ -26,7 +27,7 @@ impl PgStore {
     /// that drain its queue) and, for creations and requeues, enqueues one call per hook.
     pub(super) async fn push_todo(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut PushTx,
         todo: &Todo,
         reason: RingReason,
         hooks: Option<DueReason>,
@@ -39,7 +40,7 @@ impl PgStore {
             report.withheld_out += 1;
         }
         let endpoint_ids: Vec<String> = present.iter().map(|t| t.id.clone()).collect();
-        if let Some(ring) = self.ring_one(tx, &endpoint_ids, Some(todo), reason, None, now).await? {
+        if self.ring_one(tx, &endpoint_ids, Some(todo), reason, None, now).await? {
             sqlx::query(
                 "INSERT INTO todo_rings (todo_id, ring_attempts, last_ringed_at) VALUES ($1, 1, $2) \
                  ON CONFLICT (todo_id) DO UPDATE SET ring_attempts = todo_rings.ring_attempts + 1, last_ringed_at = $2",
@@ -49,7 +50,6 @@ impl PgStore {
             .execute(&mut **tx)
             .await
             .map_err(db_error)?;
-            report.rings.push(ring);
         }
         if let Some(due) = hooks {
             report.hook_calls_enqueued += self.enqueue_hooks(tx, todo, due.as_str(), &targets, now).await?;
@@ -57,8 +57,9 @@ impl PgStore {
         Ok(report)
     }
 
-    /// Picks the least recently rung live session of `endpoint_ids`, records the doorbell and
-    /// announces it. None only when no such session has an open stream.
+    /// Picks the least recently rung live session of `endpoint_ids` and decides its doorbell
+    /// (written and announced when the pass seals). False only when no such session has an open
+    /// stream.
     ///
     /// The pick never skips a busy session (issue #51): another ring, a session refresh or the
     /// stream's attach may hold the session's row at that moment, and a ring that skipped it
@@ -68,15 +69,15 @@ impl PgStore {
     /// (`last_rung_at`) is skipped while another transaction holds the row.
     pub(super) async fn ring_one(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut PushTx,
         endpoint_ids: &[String],
         todo: Option<&Todo>,
         reason: RingReason,
         digest: Option<(i64, Vec<String>, DigestReason)>,
         now: DateTime<Utc>,
-    ) -> Result<Option<Ring>> {
+    ) -> Result<bool> {
         if endpoint_ids.is_empty() {
-            return Ok(None);
+            return Ok(false);
         }
         // The seeded `RingSkipsBusySession` bug's variant skips a held row (the code before #51).
         let pick = if mutant_hooks::ring_skips_busy_session() { PICK_SKIPPING_BUSY } else { PICK_SESSION };
@@ -87,15 +88,18 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         let Some((session_id, endpoint_id, replica_id)) = session else {
-            return Ok(None);
+            return Ok(false);
         };
-        self.record_ring(tx, &session_id, &endpoint_id, &replica_id, todo, reason, digest, now).await.map(Some)
+        self.record_ring(tx, &session_id, &endpoint_id, &replica_id, todo, reason, digest, now).await?;
+        Ok(true)
     }
 
+    /// Decides a doorbell to `session_id` (the pass writes, numbers and announces it as it
+    /// seals) and moves the session to the back of its endpoint's round robin.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn record_ring(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut PushTx,
         session_id: &str,
         endpoint_id: &str,
         replica_id: &str,
@@ -103,30 +107,13 @@ impl PgStore {
         reason: RingReason,
         digest: Option<(i64, Vec<String>, DigestReason)>,
         now: DateTime<Utc>,
-    ) -> Result<Ring> {
+    ) -> Result<()> {
         let ring_id = new_id("rg");
         let message = match (&digest, todo) {
             (Some((pending, queues, why)), _) => push::digest_message(&ring_id, *pending, queues, *why),
             (None, Some(todo)) => push::doorbell_message(todo, &ring_id, reason),
             (None, None) => return Err(Error::internal("a doorbell needs a todo or a digest")),
         };
-        let queue = todo.map(|t| t.identity.queue.clone());
-        let todo_id = todo.map(|t| t.id.clone());
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO doorbell_rings (ring_id, session_id, endpoint_id, queue, todo_id, reason, message, at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
-        )
-        .bind(&ring_id)
-        .bind(session_id)
-        .bind(endpoint_id)
-        .bind(&queue)
-        .bind(&todo_id)
-        .bind(reason.as_str())
-        .bind(&message)
-        .bind(now)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(db_error)?;
         // Round robin only: a session another transaction holds is left as it is, never waited
         // for (two passes ringing each other's sessions in opposite order would deadlock).
         sqlx::query(
@@ -139,30 +126,24 @@ impl PgStore {
         .await
         .map_err(db_error)?;
         let ring = Ring {
-            seq,
+            seq: 0,
             ring_id,
             session_id: session_id.to_string(),
             endpoint_id: endpoint_id.to_string(),
             replica_id: replica_id.to_string(),
-            queue,
-            todo_id,
+            queue: todo.map(|t| t.identity.queue.clone()),
+            todo_id: todo.map(|t| t.id.clone()),
             reason,
             message,
         };
-        // Delivered at commit to every replica; the one holding the stream sends it.
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(PUSH_CHANNEL)
-            .bind(ring_announcement(&ring).to_string())
-            .execute(&mut **tx)
-            .await
-            .map_err(db_error)?;
-        Ok(ring)
+        tx.decide(ring, now);
+        Ok(())
     }
 
     /// One outbox row per enabled hook of the target endpoints (in presence, or ignoring it).
     pub(super) async fn enqueue_hooks(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut PushTx,
         todo: &Todo,
         reason: &str,
         targets: &[Target],
