@@ -72,10 +72,15 @@ pub enum Mutant {
     /// additional windows never fill (issue #52: a claim is charged to every window; the issue's
     /// "a claim charging only the binding window").
     ChargeOneWindowOnly,
+    /// The reopen sweep deletes a reopened identity's watch in a transaction of its own,
+    /// committed before the ring's, so a ring that then fails (its session's row held past the
+    /// lock timeout, the database gone) is never made (issue #51: a watch goes only with its
+    /// ring). Hooked in `PgStore` only; hunted by the stress run's push judge.
+    WatchDroppedBeforeItsRing,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 20] = [
+    pub const ALL: [Mutant; 21] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -96,6 +101,7 @@ impl Mutant {
         Mutant::RingSkipsBusySession,
         Mutant::ReopenWatchKept,
         Mutant::ChargeOneWindowOnly,
+        Mutant::WatchDroppedBeforeItsRing,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,13 +126,14 @@ impl Mutant {
             Mutant::RingSkipsBusySession => "ring-skips-a-busy-session",
             Mutant::ReopenWatchKept => "reopen-watch-kept-after-its-ring",
             Mutant::ChargeOneWindowOnly => "claim-charges-one-window-only",
+            Mutant::WatchDroppedBeforeItsRing => "watch-dropped-before-its-ring",
         }
     }
 
     /// Whether the bug lives in push delivery on `PgStore` under real concurrency, where only
     /// the stress run's push judge can see it (issue #51).
     pub fn push_stress_only(self) -> bool {
-        matches!(self, Mutant::RingSkipsBusySession | Mutant::ReopenWatchKept)
+        matches!(self, Mutant::RingSkipsBusySession | Mutant::ReopenWatchKept | Mutant::WatchDroppedBeforeItsRing)
     }
 
     /// Whether the bug is hooked only in the reference `ModelStore` (the push pipeline's bugs):

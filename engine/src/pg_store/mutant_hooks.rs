@@ -204,3 +204,10 @@ pub(super) fn ring_skips_busy_session() -> bool {
 pub(super) fn reopen_keeps_the_watch() -> bool {
     active(Mutant::ReopenWatchKept)
 }
+
+/// The reopen sweep: whether the watches are taken and deleted in a transaction of their own,
+/// committed before the ring's (`WatchDroppedBeforeItsRing`; issue #51: a watch goes only with
+/// its ring, in one transaction).
+pub(super) fn reopen_drops_the_watch_first() -> bool {
+    active(Mutant::WatchDroppedBeforeItsRing)
+}

@@ -131,7 +131,11 @@ impl PgStore {
     /// under that lock, and rings and unwatches each that still admits claims, in one step: a
     /// watch never goes without its ring.
     async fn reopen_in(&self, tx: &mut PushTx, admitting: &[QueueIdentity]) -> Result<PushReport> {
-        let reopened = self.take_reopened(tx, admitting).await?;
+        let reopened = if mutant_hooks::reopen_drops_the_watch_first() {
+            self.unwatched_first(admitting).await?
+        } else {
+            self.take_reopened(tx, admitting).await?
+        };
         let now = self.push_now(tx).await?;
         let mut report = PushReport::default();
         for identity in &reopened {
@@ -142,9 +146,21 @@ impl PgStore {
         Ok(report)
     }
 
+    /// The seeded `WatchDroppedBeforeItsRing` bug only: the reopened identities taken and
+    /// unwatched in a transaction of their own, committed before their rings are tried.
+    async fn unwatched_first(&self, admitting: &[QueueIdentity]) -> Result<Vec<QueueIdentity>> {
+        let mut own = self.begin().await?;
+        let reopened = self.take_reopened(&mut own, admitting).await?;
+        for identity in &reopened {
+            self.unwatch(&mut own, identity).await?;
+        }
+        own.commit().await.map_err(db_error)?;
+        Ok(reopened)
+    }
+
     /// The watches of `admitting` that no other replica holds and that still admit claims under
     /// their lock (held until the pass ends).
-    async fn take_reopened(&self, tx: &mut PushTx, admitting: &[QueueIdentity]) -> Result<Vec<QueueIdentity>> {
+    async fn take_reopened(&self, conn: &mut PgConnection, admitting: &[QueueIdentity]) -> Result<Vec<QueueIdentity>> {
         let (kinds, owners): (Vec<&str>, Vec<&str>) = admitting.iter().map(watch_key).unzip();
         let queues: Vec<&str> = admitting.iter().map(|identity| identity.queue.as_str()).collect();
         let taken: Vec<WatchRow> = sqlx::query_as(
@@ -156,7 +172,7 @@ impl PgStore {
         .bind(&kinds)
         .bind(&owners)
         .bind(&queues)
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *conn)
         .await
         .map_err(db_error)?;
         let identities: Vec<QueueIdentity> = taken.iter().map(watched_identity).collect();
@@ -171,7 +187,7 @@ impl PgStore {
         identity: &QueueIdentity,
         now: DateTime<Utc>,
     ) -> Result<PushReport> {
-        if !mutant_hooks::reopen_keeps_the_watch() {
+        if !mutant_hooks::reopen_keeps_the_watch() && !mutant_hooks::reopen_drops_the_watch_first() {
             self.unwatch(tx, identity).await?;
         }
         self.reopen_identity(tx, identity, now).await
