@@ -191,6 +191,8 @@ pub struct Tally {
     pub push_todos_created: u64,
     pub push_refused_by_faults: u64,
     pub push_gate_changes: u64,
+    /// Gate reopenings made while the listener's session row was held past the lock timeout.
+    pub push_sessions_blocked: u64,
     /// Requests a client gave up on mid-flight (`FaultPlan::aborted_requests`).
     pub aborted_requests: u64,
     /// Answers `unavailable` (503, REQ-9: fail closed): expected only while a fault keeps the
@@ -288,8 +290,9 @@ impl std::fmt::Display for StressReport {
         if let Some(push) = &self.push {
             writeln!(
                 f,
-                "  {push}\n  push load: {} burst todos, {} refused by faults, {} gate changes",
-                t.push_todos_created, t.push_refused_by_faults, t.push_gate_changes
+                "  {push}\n  push load: {} burst todos, {} refused by faults, {} gate changes, {} with the session \
+                 row held past the lock timeout",
+                t.push_todos_created, t.push_refused_by_faults, t.push_gate_changes, t.push_sessions_blocked
             )?;
         }
         write!(f, "  {}", self.invariants)

@@ -28,6 +28,7 @@ async fn req8_req13_push_and_every_invariant_hold_on_real_replicas_under_faults(
     assert!(push.reopenings_in >= 3 && push.reopen_rings >= push.reopenings_in, "too few reopenings judged:\n{report}");
     assert!(push.reopenings_out >= 1 && push.digests >= 1, "no reopening while clocked out:\n{report}");
     assert!(push.reopenings_by_completion >= 2, "too few reopenings by a freed slot:\n{report}");
+    assert!(report.tally.push_sessions_blocked >= 1, "no reopening met its session row held:\n{report}");
     // Issue #51 (with #52's minute windows): every listener's minute window rolled over once.
     assert_eq!(push.reopenings_by_rollover, 2, "a window rollover was not judged:\n{report}");
     assert!(push.streams_opened > 2, "no stream was broken and resumed:\n{report}");

@@ -24,6 +24,10 @@
 //! every judged ring the database recorded for the session received (replayed after a break, if
 //! need be).
 //!
+//! Once per listener a reopening meets the listener's session row held exclusively past the
+//! ring's lock timeout (1 s), as a session being closed holds it: the sweep's ring fails, and the
+//! reopening is owed its one ring all the same, after the row is free.
+//!
 //! A gate stays open (and closed) for `hold` after the database is reachable, so the reopen sweep
 //! (one tick a second on every replica) always meets the reopening before the next change.
 
@@ -44,6 +48,9 @@ const CAPPED: &str = "capped";
 /// The queue whose reopening comes from its window rolling over: one claim a minute.
 const METERED: &str = "metered";
 const DOORBELL_METHOD: &str = "notifications/claude/channel";
+/// How long a blocked round holds the listener's session row exclusively: past a push pass's
+/// ring lock timeout (1 s), so at least one pass's ring meets it and fails rather than waits.
+const SESSION_BLOCKED_FOR: Duration = Duration::from_millis(3000);
 /// Attempts of one owner or agent request that a fault may fail (a restarting replica, a
 /// restarting database, a rate-limited policy write).
 const REQUEST_ATTEMPTS_MAX: usize = 60;
@@ -105,6 +112,8 @@ struct Listener {
 pub(super) struct Listeners {
     http: reqwest::Client,
     replicas: Vec<String>,
+    /// For the blocked round's hold on a session row.
+    database_url: String,
     owner_token: String,
     listeners: Vec<Arc<Listener>>,
     /// When the database was last seen coming back from a crash (the gates wait `hold` after).
@@ -176,6 +185,7 @@ impl Listeners {
         let mut listeners = Listeners {
             http,
             replicas,
+            database_url: database_url.to_string(),
             owner_token: owner["token"].as_str().expect("token").to_string(),
             listeners: Vec::new(),
             database_back_at: Arc::new(Mutex::new(Instant::now())),
@@ -360,6 +370,19 @@ impl Listeners {
         listener.driver_done.store(true, Ordering::SeqCst);
     }
 
+    /// The listener's session row locked `FOR UPDATE` in a transaction of its own, until the
+    /// returned transaction ends; None when the database cannot be reached just now.
+    async fn block_session(&self, listener: &Listener) -> Option<sqlx::Transaction<'static, sqlx::Postgres>> {
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&self.database_url).await.ok()?;
+        let mut holder = pool.begin().await.ok()?;
+        sqlx::query("SELECT 1 FROM mcp_sessions WHERE id = $1 FOR UPDATE")
+            .bind(&listener.session)
+            .execute(&mut *holder)
+            .await
+            .ok()?;
+        Some(holder)
+    }
+
     /// Two todos in the metered queue (one claim a minute): the first claimed and completed (the
     /// window is spent, the second waits), then, once the next minute has begun and `hold` has
     /// passed, the second claimed and completed.
@@ -429,6 +452,10 @@ impl Listeners {
             }
             let out_at = Utc::now();
             let by_delete = rng.below(100) < plan.delete_percent;
+            // Once, while in, the reopening meets the session's row held exclusively past the lock
+            // timeout (as a session being closed holds it): the sweep's ring fails, and the watch
+            // must stay for the pass after the row is free (issue #51).
+            let blocker = if round == 2 && !out { self.block_session(listener).await } else { None };
             let burst = self.burst(listener, &scope, round, plan.burst, tally);
             let reopen = async {
                 if by_delete {
@@ -438,6 +465,11 @@ impl Listeners {
                 }
             };
             futures::future::join(burst, reopen).await;
+            if let Some(blocker) = blocker {
+                tokio::time::sleep(SESSION_BLOCKED_FOR).await;
+                blocker.rollback().await.ok();
+                lock(tally).push_sessions_blocked += 1;
+            }
             self.hold(plan.hold).await;
             if out {
                 self.presence(listener, "clock_in", tally).await;
