@@ -134,3 +134,47 @@ async fn usage_charts_show_windows_against_the_limit_and_claims_per_hour() {
     assert_eq!(recent, 2, "both in the latest hours, where they were made: {read}");
     browser.close().await;
 }
+
+// Issue #52, item 4: a policy with several windows has a usage chart per window, the primary
+// first, each with its data table; an additional window's usage comes from the charge ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext52_every_window_of_a_policy_has_its_own_usage_chart() {
+    let world = World::start(1).await;
+    let ep = world.vend(&world.owner, "research", &["inbox"]).await;
+    let mut policy = daily(5, "UTC");
+    policy["additional_windows"] = json!([{"max_claims": 2, "window": {"period": "minute"}}]);
+    world.policy(&world.owner, &ep, "inbox", policy).await;
+    world.create_many(&world.owner, &ep, "inbox", "job", 2).await;
+    assert!(claim_next(&world.api, &ep).await.is_some());
+    assert!(claim_next(&world.api, &ep).await.is_some());
+
+    let driver = Driver::start().await;
+    let browser = world.owner_browser(&driver, Js::Off, 0).await;
+    browser.goto(&world.url(&format!("/queues/endpoint:{}/inbox", ep.id))).await;
+    browser.wait_for_element("section.usage").await;
+    browser.screenshot("usage-every-window").await;
+    let read: Value = browser
+        .execute(
+            "const rows = t => [...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()));\
+             return {headings: [...document.querySelectorAll('section.usage h3')].map(h => h.textContent.trim()),\
+                     tables: [...document.querySelectorAll('section.usage table')].map(rows),\
+                     titles: [...document.querySelectorAll('section.usage svg title[id]')].map(t => t.id)};",
+            vec![],
+        )
+        .await;
+    assert_eq!(read["headings"], json!(["Claims per day from 00:00 UTC", "Claims per minute"]), "{read}");
+    let tables = read["tables"].as_array().expect("tables");
+    assert_eq!(tables.len(), 3, "the day's table, the minute's and the hours': {read}");
+    assert_eq!(tables[0][0][1], "2 of 5", "{read}");
+    let minutes = tables[1].as_array().expect("minute rows");
+    assert_eq!(minutes.len(), 30, "the last 30 minutes, all inside the ledger: {read}");
+    let used: i64 = minutes
+        .iter()
+        .map(|row| row[1].as_str().expect("used").split(" of ").next().expect("n").parse::<i64>().expect("n"))
+        .sum();
+    assert_eq!(used, 2, "the two claims, each charged to its minute: {read}");
+    assert!(minutes.iter().all(|row| row[1].as_str().is_some_and(|used| used.ends_with(" of 2"))), "{read}");
+    let ids: Vec<&str> = read["titles"].as_array().expect("ids").iter().filter_map(Value::as_str).collect();
+    assert_eq!(ids, ["windows-chart-title-0", "windows-chart-title-1", "hours-chart-title"], "ids stay unique");
+    browser.close().await;
+}

@@ -254,6 +254,18 @@ impl WindowSpec {
         WEEKDAY_NAMES.iter().find(|(_, day)| *day == weekday).map(|(name, _)| *name)
     }
 
+    /// The window in words, as the board's charts name it: "per minute", "per hour from :30
+    /// UTC", "per day from 09:00 Europe/Paris", "per week from Mon 09:00 Europe/Paris".
+    pub fn in_words(&self) -> String {
+        let (start, zone) = (self.start.format("%H:%M"), self.tz.name());
+        match (self.period, self.weekday) {
+            (WindowPeriod::Minute, _) => "per minute".to_string(),
+            (WindowPeriod::Hour, _) => format!("per hour from :{} {zone}", self.start.format("%M")),
+            (WindowPeriod::Week, Some(day)) => format!("per week from {day} {start} {zone}"),
+            (WindowPeriod::Day | WindowPeriod::Week, _) => format!("per day from {start} {zone}"),
+        }
+    }
+
     pub fn period_name(&self) -> &'static str {
         self.period.as_str()
     }

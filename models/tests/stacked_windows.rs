@@ -99,3 +99,15 @@ proptest! {
         }
     }
 }
+
+// Issue #52: the board names each window's usage chart in words.
+#[test]
+fn ext52_each_window_reads_in_words() {
+    let words = |period: &str, tz: Option<&str>, start: Option<&str>, weekday: Option<&str>| {
+        models::window::WindowSpec::parse_fields(period, tz, start, weekday).expect("valid").in_words()
+    };
+    assert_eq!(words("minute", None, None, None), "per minute");
+    assert_eq!(words("hour", Some("Asia/Kolkata"), Some("00:30"), None), "per hour from :30 Asia/Kolkata");
+    assert_eq!(words("day", Some("Europe/Paris"), Some("09:00"), None), "per day from 09:00 Europe/Paris");
+    assert_eq!(words("week", Some("UTC"), Some("08:15"), Some("Mon")), "per week from Mon 08:15 UTC");
+}

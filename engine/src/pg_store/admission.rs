@@ -281,6 +281,33 @@ impl PgStore {
             .collect())
     }
 
+    /// Issue #52's usage charts, one per window: the units the charge ledger holds for
+    /// `identity` in each span `[start, end)`, in the order given. The ledger counts every
+    /// charge whatever window it was charged to, so any window definition's past spans can be
+    /// summed from it, as far back as it is kept (`CHARGE_LEDGER_RETENTION_DAYS`).
+    pub async fn charged_in(
+        &self,
+        identity: &QueueIdentity,
+        spans: &[(DateTime<Utc>, DateTime<Utc>)],
+    ) -> Result<Vec<i64>> {
+        let (starts, ends): (Vec<DateTime<Utc>>, Vec<DateTime<Utc>>) = spans.iter().copied().unzip();
+        let units: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT k.n, coalesce(sum(c.units), 0)::bigint \
+             FROM unnest($3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS k (start, until, n) \
+             LEFT JOIN admission_charges c ON c.owner_id = $1 AND c.queue = $2 \
+               AND c.minute >= k.start AND c.minute < k.until \
+             GROUP BY k.n ORDER BY k.n",
+        )
+        .bind(identity.owner_id())
+        .bind(&identity.queue)
+        .bind(&starts)
+        .bind(&ends)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(units.into_iter().map(|(_, units)| units).collect())
+    }
+
     /// REQ-10: full replace (or create), audited, in one transaction. The policy row is locked
     /// like a claim locks it, so a change lands between claims, never inside one.
     pub(crate) async fn set_policy_tx(

@@ -7,7 +7,7 @@
 
 use super::signin::{Viewer, require};
 use super::snapshot;
-use super::usage::UsageView;
+use super::usage::{UsageView, windows_chart};
 use super::view::{HeaderView, LocalTime, QueueRef, policy_zone, zone_moment};
 use super::{Board, Nav, PageError, PageResult};
 use crate::extract::managed_identity;
@@ -19,13 +19,15 @@ use axum::response::IntoResponse;
 use chrono::{DateTime, TimeDelta, Utc};
 use engine::PgStore;
 use engine::pg_store::TodoCursor;
+use models::admission::WindowLimit;
 use models::error::{Error, Result};
 use models::identity::{QueueIdentity, ScopeRef, validate_queue_name};
-use models::limits::USAGE_RETENTION_DAYS;
+use models::limits::{CHARGE_LEDGER_RETENTION_DAYS, DETAIL_WINDOWS_MAX, USAGE_RETENTION_DAYS};
 use models::scope::Actor;
 use models::store::QueueAdmission;
 use models::store::prelude::*;
 use models::todo::TodoState;
+use models::window::WindowSpec;
 use serde::Deserialize;
 
 /// Queues one page of the board's table shows.
@@ -232,7 +234,9 @@ fn older_link(queue_href: &str, last: &models::todo::Todo) -> String {
 }
 
 /// The usage section of a queue whose policy limits claims per window (managers only, as the
-/// API's policy detail is): the last windows' usage and the last 24 hours' claims.
+/// API's policy detail is): each window's last windows' usage (issue #52: one chart per window,
+/// an additional window's from the charge ledger, as far back as it is kept) and the last 24
+/// hours' claims.
 async fn usage(
     store: &PgStore,
     identity: &QueueIdentity,
@@ -243,11 +247,51 @@ async fn usage(
     let (Some(limit), Some(window)) = (policy.max_claims_per_window, policy.window.as_ref()) else { return Ok(None) };
     let detail = store.policy_detail(identity).await?;
     let now = store.now();
-    let day_ago = now - TimeDelta::hours(24);
-    let oldest = detail.windows.iter().map(|(start, _)| *start).min().unwrap_or(day_ago).min(day_ago);
+    let ledger_kept_from = now - TimeDelta::days(CHARGE_LEDGER_RETENTION_DAYS);
+    let more: Vec<(&WindowLimit, Vec<Span>)> = policy
+        .additional_windows
+        .iter()
+        .map(|more| (more, recent_spans(&more.window, now, ledger_kept_from)))
+        .collect();
+    let oldest = detail
+        .windows
+        .iter()
+        .map(|(start, _)| *start)
+        .chain(more.iter().flat_map(|(_, spans)| spans.iter().map(|(start, _)| *start)))
+        .min()
+        .unwrap_or(now)
+        .min(now - TimeDelta::hours(24));
     let history = store.claim_history(identity, oldest.max(now - TimeDelta::days(USAGE_RETENTION_DAYS))).await?;
     let end_of = |start| window.window_containing(start).1;
-    Ok(Some(super::usage::usage_view(limit, window.tz, viewer_zone, &detail.windows, end_of, &history, now)))
+    let mut charts =
+        vec![windows_chart(window.in_words(), 0, limit, window.tz, viewer_zone, &detail.windows, end_of, &history)];
+    for (key, (more, spans)) in more.iter().enumerate() {
+        let used = store.charged_in(identity, spans).await?;
+        let windows: Vec<(DateTime<Utc>, i64)> = spans.iter().map(|(start, _)| *start).zip(used).collect();
+        let end_of = |start| more.window.window_containing(start).1;
+        let (name, zone) = (more.window.in_words(), more.window.tz);
+        charts.push(windows_chart(name, key + 1, more.max_claims, zone, viewer_zone, &windows, end_of, &history));
+    }
+    Ok(Some(super::usage::usage_view(charts, viewer_zone, &history, now)))
+}
+
+/// A window's `[start, end)`.
+type Span = (DateTime<Utc>, DateTime<Utc>);
+
+/// The spans of `window`'s last windows up to `now`, newest first: at most as many as a policy
+/// detail lists, none starting before `kept_from`.
+fn recent_spans(window: &WindowSpec, now: DateTime<Utc>, kept_from: DateTime<Utc>) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut at = now;
+    while spans.len() < DETAIL_WINDOWS_MAX as usize {
+        let (start, end) = window.window_containing(at);
+        if start < kept_from {
+            break;
+        }
+        spans.push((start, end));
+        at = start - TimeDelta::milliseconds(1);
+    }
+    spans
 }
 
 #[derive(Template, WebTemplate)]

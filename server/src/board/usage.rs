@@ -1,11 +1,13 @@
 //! Usage over time on a budgeted queue's page (issue #29): the last 30 windows' usage against
 //! the limit, with the windows that ran out marked and the time each ran out, and the claims of
-//! the last 24 hours by hour. Server-rendered SVG (no chart library, nothing inline for the CSP
+//! the last 24 hours by hour. A policy with additional windows (issue #52) gets one such chart per
+//! window, the primary first. Server-rendered SVG (no chart library, nothing inline for the CSP
 //! to refuse) with a data table beside each chart, which is what a screen reader and a page
 //! without styles read.
 //!
-//! Numbers come from the store: the windows' usage from `policy_detail` (what
-//! `GET /api/v1/admission/...` lists) and the claim times from `PgStore::claim_history`. The
+//! Numbers come from the store: the primary windows' usage from `policy_detail` (what
+//! `GET /api/v1/admission/...` lists), an additional window's from the charge ledger
+//! (`PgStore::charged_in`), and the claim times from `PgStore::claim_history`. The
 //! time a window ran out is the instant of its limit-th committed claim. Only geometry and
 //! wording are decided here.
 
@@ -48,16 +50,28 @@ pub struct HourRow {
     pub claims: i64,
 }
 
-/// What the queue page's usage section shows.
-pub struct UsageView {
+/// One window's chart: its last windows' usage against its limit, and the data table beside it.
+pub struct WindowsChart {
+    /// Which window, in words ("per day from 09:00", "per minute").
+    pub name: String,
+    /// The chart's place on the page (0 for the primary window), for its element ids.
+    pub key: usize,
     pub limit: i64,
     pub zone: String,
-    pub window_bars: Vec<Bar>,
-    /// The limit's height, as a line across the windows chart.
+    pub bars: Vec<Bar>,
+    /// The limit's height, as a line across the chart.
     pub limit_y: i64,
-    pub windows: Vec<WindowRow>,
+    pub rows: Vec<WindowRow>,
+}
+
+/// What the queue page's usage section shows.
+pub struct UsageView {
+    /// One chart per window, the primary first.
+    pub charts: Vec<WindowsChart>,
     pub hour_bars: Vec<Bar>,
     pub hours: Vec<HourRow>,
+    /// How many days back the charge ledger an additional window's chart reads is kept.
+    pub ledger_days: i64,
     pub width: i64,
     pub height: i64,
 }
@@ -96,19 +110,19 @@ fn ran_out_at(history: &[PastClaim], start: DateTime<Utc>, end: DateTime<Utc>, l
     history.get(nth).map(|c| c.claimed_at).filter(|at| *at < end)
 }
 
-/// The usage section of a queue whose policy limits claims per window.
-///
-/// `windows` are the detail's `(start, used)`, newest first; `end_of` gives a window's end;
-/// `history` is the claim history since the oldest window's start, oldest first.
-pub fn usage_view(
+/// One window's chart. `windows` are its `(start, used)`, newest first; `end_of` gives a
+/// window's end; `history` is the claim history since the oldest window's start, oldest first.
+#[allow(clippy::too_many_arguments)]
+pub fn windows_chart(
+    name: String,
+    key: usize,
     limit: i64,
     zone: Tz,
     viewer_zone: Tz,
     windows: &[(DateTime<Utc>, i64)],
     end_of: impl Fn(DateTime<Utc>) -> DateTime<Utc>,
     history: &[PastClaim],
-    now: DateTime<Utc>,
-) -> UsageView {
+) -> WindowsChart {
     let oldest_known = history.first().map(|c| c.claimed_at);
     let mut rows = Vec::new();
     let mut window_values = Vec::new();
@@ -127,7 +141,20 @@ pub fn usage_view(
     let scale_max = windows.iter().map(|(_, used)| *used).max().unwrap_or(0).max(limit);
     let limit_y =
         if scale_max <= 0 { CHART_HEIGHT } else { CHART_HEIGHT - limit * (CHART_HEIGHT - HEADROOM) / scale_max };
+    WindowsChart {
+        name,
+        key,
+        limit,
+        zone: zone.name().to_string(),
+        bars: bars(&window_values, scale_max, DETAIL_WINDOWS_MAX as usize),
+        limit_y,
+        rows,
+    }
+}
 
+/// The usage section: the windows' charts (the primary first) and the claims of the last 24
+/// hours by hour, from `history` (oldest first).
+pub fn usage_view(charts: Vec<WindowsChart>, viewer_zone: Tz, history: &[PastClaim], now: DateTime<Utc>) -> UsageView {
     let this_hour = now.duration_trunc(TimeDelta::hours(1)).unwrap_or(now);
     let first_hour = this_hour - TimeDelta::hours(23);
     let mut per_hour = [0_i64; 24];
@@ -148,13 +175,10 @@ pub fn usage_view(
     let hour_max = per_hour.iter().copied().max().unwrap_or(0);
 
     UsageView {
-        limit,
-        zone: zone.name().to_string(),
-        window_bars: bars(&window_values, scale_max, DETAIL_WINDOWS_MAX as usize),
-        limit_y,
-        windows: rows,
+        charts,
         hour_bars: bars(&hour_values, hour_max, 24),
         hours,
+        ledger_days: models::limits::CHARGE_LEDGER_RETENTION_DAYS,
         width: CHART_WIDTH,
         height: CHART_HEIGHT,
     }
@@ -182,25 +206,29 @@ mod tests {
 
     #[test]
     fn bars_scale_to_the_larger_of_the_limit_and_the_usage() {
-        let view = usage_view(
+        let history = claims(&[1, 2, 3, 4]);
+        let chart = windows_chart(
+            "per hour".into(),
+            0,
             4,
             Tz::UTC,
             Tz::UTC,
             &[(at(3600), 2), (at(0), 4)],
             |s| s + TimeDelta::hours(1),
-            &claims(&[1, 2, 3, 4]),
-            at(7000),
+            &history,
         );
-        assert_eq!(view.window_bars.len(), 2);
+        let view = usage_view(vec![chart], Tz::UTC, &history, at(7000));
+        let chart = &view.charts[0];
+        assert_eq!(chart.bars.len(), 2);
         // Thirty slots, the two windows in the last two.
         let slot = CHART_WIDTH / 30;
-        assert_eq!((view.window_bars[0].x / slot, view.window_bars[1].x / slot), (28, 29));
+        assert_eq!((chart.bars[0].x / slot, chart.bars[1].x / slot), (28, 29));
         // Oldest first: the full window is on the left, at the full drawable height.
-        assert!(view.window_bars[0].full && !view.window_bars[1].full);
-        assert_eq!(view.window_bars[0].height, CHART_HEIGHT - HEADROOM);
-        assert_eq!(view.window_bars[1].height, (CHART_HEIGHT - HEADROOM) / 2);
-        assert_eq!(view.limit_y, HEADROOM);
-        assert_eq!(view.windows[0].ran_out.as_ref().map(|t| t.iso.clone()), Some(crate::wire::rfc3339(at(4))));
+        assert!(chart.bars[0].full && !chart.bars[1].full);
+        assert_eq!(chart.bars[0].height, CHART_HEIGHT - HEADROOM);
+        assert_eq!(chart.bars[1].height, (CHART_HEIGHT - HEADROOM) / 2);
+        assert_eq!(chart.limit_y, HEADROOM);
+        assert_eq!(chart.rows[0].ran_out.as_ref().map(|t| t.iso.clone()), Some(crate::wire::rfc3339(at(4))));
         assert_eq!(view.hours.iter().map(|h| h.claims).sum::<i64>(), 4);
     }
 }
