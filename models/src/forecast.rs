@@ -79,7 +79,7 @@ pub fn window_exhausted_at(
     let (numerator, units) = (i128::from(remaining) * i128::from(span_ms), i128::from(units));
     let until_ms = (numerator + units - 1) / units; // all positive: the ceiling
     let at = i64::try_from(until_ms).ok().and_then(|ms| now.checked_add_signed(TimeDelta::milliseconds(ms)))?;
-    (at < resets_at).then_some(at)
+    (at < resets_at || crate::mutants::hooks::forecast_ignores_the_reset()).then_some(at)
 }
 
 #[cfg(test)]

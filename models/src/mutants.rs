@@ -77,10 +77,13 @@ pub enum Mutant {
     /// lock timeout, the database gone) is never made (issue #51: a watch goes only with its
     /// ring). Hooked in `PgStore` only; hunted by the stress run's push judge.
     WatchDroppedBeforeItsRing,
+    /// The forecast answers the instant a window would run out even when the window resets
+    /// first (issue #52's "a forecast that ignores the window's reset": null is owed then).
+    ForecastIgnoresTheReset,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 21] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::CheckOutsideLock,
         Mutant::ChargePerTodo,
         Mutant::RefundOnRelease,
@@ -102,6 +105,7 @@ impl Mutant {
         Mutant::ReopenWatchKept,
         Mutant::ChargeOneWindowOnly,
         Mutant::WatchDroppedBeforeItsRing,
+        Mutant::ForecastIgnoresTheReset,
     ];
 
     pub fn name(self) -> &'static str {
@@ -127,6 +131,7 @@ impl Mutant {
             Mutant::ReopenWatchKept => "reopen-watch-kept-after-its-ring",
             Mutant::ChargeOneWindowOnly => "claim-charges-one-window-only",
             Mutant::WatchDroppedBeforeItsRing => "watch-dropped-before-its-ring",
+            Mutant::ForecastIgnoresTheReset => "forecast-ignores-the-reset",
         }
     }
 
@@ -201,6 +206,12 @@ pub mod hooks {
     /// ledger (`RedefinitionStartsAtZero`; REQ-3 counts the claims already in its span).
     pub fn redefinition_starts_at_zero() -> bool {
         active(Mutant::RedefinitionStartsAtZero)
+    }
+
+    /// A window's forecast: whether an instant past the window's reset is answered instead of
+    /// none (`ForecastIgnoresTheReset`; issue #52 forecasts only what runs out before the reset).
+    pub fn forecast_ignores_the_reset() -> bool {
+        active(Mutant::ForecastIgnoresTheReset)
     }
 
     /// A claim's charge: whether only the primary window is charged (`ChargeOneWindowOnly`;

@@ -7,6 +7,7 @@
 
 pub mod bridge;
 pub mod check;
+pub mod check_forecast;
 pub mod check_push;
 pub mod check_reopen;
 pub mod config;

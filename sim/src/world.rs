@@ -471,6 +471,7 @@ impl<S: SimStore> World<S> {
                 .filter(|line| line.event.owner_write_refused())
                 .map(|line| format!("the owner's valid policy was refused: {line}")),
         );
+        violations.extend(crate::check_forecast::forecast_violations(&trace_lines));
         violations.extend(self.store.inner().final_check());
         finish(config, &self.store, (driven.steps, reopenings_judged), faults, trace_lines, violations)
     }
