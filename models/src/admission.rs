@@ -439,7 +439,7 @@ fn limit(map: &Map<String, Value>, field: &str, max: i64) -> Result<Option<i64>>
     }
 }
 
-fn window_from(window: &Map<String, Value>) -> Result<WindowSpec> {
+pub(crate) fn window_from(window: &Map<String, Value>) -> Result<WindowSpec> {
     if let Some(unknown) = window.keys().find(|k| !["period", "tz", "start", "weekday"].contains(&k.as_str())) {
         return Err(Error::invalid(&format!("window.{unknown}"), format!("unknown field window.{unknown}")));
     }

@@ -22,6 +22,7 @@ pub mod push;
 pub mod rate;
 pub mod reference;
 pub mod scope;
+pub mod shared_budget;
 pub mod storable;
 pub mod store;
 pub mod todo;
