@@ -68,14 +68,19 @@ impl fmt::Display for QueueIdentity {
 
 /// Checks a queue name: 1–64 characters of `[a-z0-9._-]` (contract §2).
 pub fn validate_queue_name(field: &str, name: &str) -> Result<()> {
-    let well_formed = !name.is_empty()
-        && name.len() <= QUEUE_NAME_LENGTH_MAX
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_' || b == b'-');
-    if well_formed {
+    if well_formed_name(name, QUEUE_NAME_LENGTH_MAX) {
         Ok(())
     } else {
         Err(Error::invalid(field, format!("{field} must be 1-{QUEUE_NAME_LENGTH_MAX} characters of [a-z0-9._-]")))
     }
+}
+
+/// Whether `name` is 1 to `length_max` characters of `[a-z0-9._-]`: the alphabet of queue and
+/// shared budget names, which read the same in a URL, a metric label and the CLI.
+pub(crate) fn well_formed_name(name: &str, length_max: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= length_max
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_' || b == b'-')
 }
 
 /// A scope as a caller writes it: `endpoint:<slug-or-id>` or `team:<slug-or-id>`, not yet

@@ -11,7 +11,7 @@
 
 use crate::admission::{MAX_CLAIMS_PER_WINDOW_LIMIT, window_from};
 use crate::error::{Error, Result};
-use crate::identity::{ScopeRef, validate_queue_name};
+use crate::identity::{ScopeRef, validate_queue_name, well_formed_name};
 use crate::window::WindowSpec;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -46,10 +46,7 @@ pub struct MemberQueue {
 /// A shared budget's name: 1 to [`SHARED_BUDGET_NAME_LENGTH_MAX`] characters of `[a-z0-9._-]`,
 /// the same alphabet as a queue's, so it reads the same in a URL, a metric label and the CLI.
 pub fn validate_name(name: &str) -> Result<()> {
-    let well_formed = !name.is_empty()
-        && name.len() <= SHARED_BUDGET_NAME_LENGTH_MAX
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_' || b == b'-');
-    if well_formed {
+    if well_formed_name(name, SHARED_BUDGET_NAME_LENGTH_MAX) {
         Ok(())
     } else {
         Err(Error::invalid("name", format!("name must be 1-{SHARED_BUDGET_NAME_LENGTH_MAX} characters of [a-z0-9._-]")))
