@@ -1,7 +1,7 @@
 //! Admission policies: set, replace and clear with an audit record (REQ-10), and the status of
 //! each budgeted queue identity, derived when read and never stored (REQ-6).
 
-use super::rows::{PolicyLimitsRow, PolicyRow, identity_of};
+use super::rows::{AuditRow, PolicyLimitsRow, PolicyRow, identity_of};
 use super::sql::{Binds, identity_filter};
 use super::{PgStore, additional_windows, db_error, finish, mutant_hooks};
 use chrono::{DateTime, Duration, Utc};
@@ -540,30 +540,6 @@ pub(super) async fn locked_policy_json(
         }
         before
     }))
-}
-
-/// One audit record as `policy_audit_tx` selects it.
-#[derive(sqlx::FromRow)]
-struct AuditRow {
-    actor_human_id: Option<String>,
-    actor_endpoint_id: Option<String>,
-    at: DateTime<Utc>,
-    action: String,
-    before: Option<Value>,
-    after: Option<Value>,
-}
-
-impl AuditRow {
-    fn into_record(self) -> AuditRecord {
-        AuditRecord {
-            actor_human_id: self.actor_human_id,
-            actor_endpoint_id: self.actor_endpoint_id,
-            at: self.at,
-            action: self.action,
-            before: self.before,
-            after: self.after,
-        }
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

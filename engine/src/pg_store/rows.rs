@@ -16,7 +16,9 @@ use models::admission::Policy;
 use models::error::{Error, Result};
 use models::identity::QueueIdentity;
 use models::scope::Reach;
+use models::store::AuditRecord;
 use models::todo::{CreatedByKind, Todo, TodoState};
+use serde_json::Value;
 use sqlx::{Postgres, Transaction};
 
 /// A queue identity from its stored columns: exactly one of `endpoint_id` and `team_id` is set
@@ -219,5 +221,29 @@ impl PgStore {
             .fetch_one(&mut **tx)
             .await
             .map_err(db_error)
+    }
+}
+
+/// One audit record as a policy's or a shared budget's audit is selected.
+#[derive(sqlx::FromRow)]
+pub(crate) struct AuditRow {
+    actor_human_id: Option<String>,
+    actor_endpoint_id: Option<String>,
+    at: DateTime<Utc>,
+    action: String,
+    before: Option<Value>,
+    after: Option<Value>,
+}
+
+impl AuditRow {
+    pub(crate) fn into_record(self) -> AuditRecord {
+        AuditRecord {
+            actor_human_id: self.actor_human_id,
+            actor_endpoint_id: self.actor_endpoint_id,
+            at: self.at,
+            action: self.action,
+            before: self.before,
+            after: self.after,
+        }
     }
 }
