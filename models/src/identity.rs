@@ -26,6 +26,14 @@ pub struct QueueIdentity {
 }
 
 impl QueueIdentity {
+    /// The identity's scope as the API writes it: `endpoint:<id>` or `team:<id>`.
+    pub fn scope_text(&self) -> String {
+        match &self.owner {
+            Owner::Endpoint(id) => format!("endpoint:{id}"),
+            Owner::Team(id) => format!("team:{id}"),
+        }
+    }
+
     pub fn endpoint(endpoint_id: impl Into<String>, queue: impl Into<String>) -> Self {
         QueueIdentity { owner: Owner::Endpoint(endpoint_id.into()), queue: queue.into() }
     }

@@ -11,7 +11,7 @@
 
 use crate::admission::{MAX_CLAIMS_PER_WINDOW_LIMIT, window_from};
 use crate::error::{Error, Result};
-use crate::identity::{ScopeRef, validate_queue_name, well_formed_name};
+use crate::identity::{QueueIdentity, ScopeRef, validate_queue_name, well_formed_name};
 use crate::window::WindowSpec;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -126,6 +126,60 @@ fn queues_from(value: Option<&Value>) -> Result<Vec<MemberQueue>> {
         queues.push(member);
     }
     Ok(queues)
+}
+
+/// Who owns a shared budget: a human, or a team (managed through its configuring roles).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BudgetOwner {
+    Human(String),
+    Team(String),
+}
+
+impl BudgetOwner {
+    pub fn id(&self) -> &str {
+        match self {
+            BudgetOwner::Human(id) | BudgetOwner::Team(id) => id,
+        }
+    }
+}
+
+/// A shared budget as a store writes it: its members resolved to queue identities the writer
+/// may manage (the caller checks that, REQ-10's rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedBudgetSpec {
+    pub name: String,
+    pub max_claims: i64,
+    pub window: WindowSpec,
+    /// Each once, in the order written.
+    pub members: Vec<QueueIdentity>,
+}
+
+impl SharedBudgetSpec {
+    /// The definition as its audit records it (`before` and `after`).
+    pub fn to_json(&self) -> Value {
+        let queues: Vec<Value> = self
+            .members
+            .iter()
+            .map(|member| serde_json::json!({"scope": member.scope_text(), "queue": member.queue}))
+            .collect();
+        serde_json::json!({"max_claims": self.max_claims, "window": self.window.to_json(), "queues": queues})
+    }
+}
+
+/// A stored shared budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedBudgetView {
+    pub owner: BudgetOwner,
+    pub spec: SharedBudgetSpec,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The refusal of the member at `index` of a budget being written, already in as many other
+/// budgets as a queue may belong to.
+pub fn too_many_budgets(index: usize) -> Error {
+    let field = format!("queues[{index}]");
+    Error::invalid(&field, format!("{field} already belongs to {SHARED_BUDGETS_PER_QUEUE_MAX} shared budgets"))
 }
 
 /// A shared budget as a claim or a status read of one member queue sees it: its limit, its

@@ -18,6 +18,7 @@ use models::identity::{Owner, QueueIdentity, ScopeRef};
 use models::presence::{Override, Shift};
 use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
+use models::shared_budget::{BudgetOwner, SharedBudgetSpec, SharedBudgetView};
 use models::store::Clock;
 use models::store::{
     AgentLookup, AuditRecord, ClaimNext, Claimed, ClaimedMany, Ingested, NewEndpoint, OverrideBy, PolicyActor,
@@ -366,5 +367,15 @@ impl Hooks for BridgeStore {
         async fn remove_hook(&self, endpoint_id: &str, hook_id: &str) -> Result<()>;
         async fn take_hook_calls(&self, replica_id: &str) -> Result<Vec<HookCall>>;
         async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()>;
+    }
+}
+
+impl models::store::SharedBudgets for BridgeStore {
+    bridged! {
+        async fn set_shared_budget(&self, owner: &BudgetOwner, spec: &SharedBudgetSpec, actor: &PolicyActor) -> Result<SharedBudgetView>;
+        async fn shared_budgets(&self, owners: &[BudgetOwner]) -> Result<Vec<SharedBudgetView>>;
+        async fn shared_budget(&self, owner: &BudgetOwner, name: &str) -> Result<SharedBudgetView>;
+        async fn delete_shared_budget(&self, owner: &BudgetOwner, name: &str, actor: &PolicyActor) -> Result<()>;
+        async fn shared_budget_audit(&self, owner: &BudgetOwner, name: &str, limit: i64) -> Result<Vec<AuditRecord>>;
     }
 }

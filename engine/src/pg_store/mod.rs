@@ -50,6 +50,7 @@ mod principals;
 mod push;
 mod removal;
 mod rows;
+mod shared_budgets;
 mod sql;
 mod todos;
 mod webhooks;

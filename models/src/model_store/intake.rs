@@ -164,6 +164,7 @@ impl ModelStore {
             webhook.targets.retain(|target| !owned(target));
         }
         state.push.forget_endpoint(&id);
+        state.budgets.forget_members(owned);
         Ok(())
     }
 }

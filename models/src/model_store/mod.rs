@@ -35,6 +35,7 @@ mod lifecycle;
 mod presence;
 mod principals;
 mod push;
+mod shared_budgets;
 mod todos;
 mod webhooks;
 
@@ -151,6 +152,8 @@ struct State {
     cancellations: Vec<Cancellation>,
     /// Sessions, doorbells, presence columns, hooks and their outbox (`0008_push.sql`).
     push: push::PushTables,
+    /// Shared budgets, their members and audit (issue #52, `0024_shared_budgets.sql`).
+    budgets: shared_budgets::BudgetTables,
 }
 
 /// An `api_tokens` row.

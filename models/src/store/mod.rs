@@ -6,7 +6,7 @@
 //!
 //! The methods are cut along their concepts into role traits, one module each, with the types
 //! their answers use: `Principals`, `Webhooks`, `Todos`, `Intake`, `Claims`, `Lifecycle`,
-//! `Policies`, `Push`, `Presence` and `Hooks`. Each store implements a role beside the code of
+//! `Policies`, `SharedBudgets`, `Push`, `Presence` and `Hooks`. Each store implements a role beside the code of
 //! that concept, so a new operation touches one role, not a 68-method trait. `Store` is every
 //! role together plus the store's own `counters` and `ping`: what the server and the sweeps ask
 //! for. Code that calls a concrete store (`PgStore`, `ModelStore`) brings the roles into scope
@@ -21,6 +21,7 @@ mod policies;
 mod presence;
 mod principals;
 mod push;
+mod shared_budgets;
 mod todos;
 mod webhooks;
 
@@ -33,6 +34,7 @@ pub use policies::{AuditRecord, Policies, PolicyActor, PolicyDetail, QueueAdmiss
 pub use presence::{OverrideBy, Presence, PresenceView};
 pub use principals::{AgentLookup, ApiToken, NewEndpoint, Principals};
 pub use push::Push;
+pub use shared_budgets::SharedBudgets;
 pub use todos::{TodoQuery, TodoSet, Todos};
 pub use webhooks::{Ingested, PreviousSecret, WebhookRoute, WebhookSummary, Webhooks};
 
@@ -43,7 +45,19 @@ use std::future::Future;
 /// The server, the sweeps and the simulation are generic over it, so a bound `S: Store` reaches
 /// every role's methods without naming them.
 pub trait Store:
-    Principals + Webhooks + Todos + Intake + Claims + Lifecycle + Policies + Push + Presence + Hooks + Clone + 'static
+    Principals
+    + Webhooks
+    + Todos
+    + Intake
+    + Claims
+    + Lifecycle
+    + Policies
+    + SharedBudgets
+    + Push
+    + Presence
+    + Hooks
+    + Clone
+    + 'static
 {
     /// What this process's store committed and refused, for `/metrics`.
     fn counters(&self) -> &crate::counters::Counters;
@@ -59,6 +73,6 @@ pub mod prelude {
     pub use super::Store;
     pub use super::{
         Claims as _, Hooks as _, Intake as _, Lifecycle as _, Policies as _, Presence as _, Principals as _, Push as _,
-        Todos as _, Webhooks as _,
+        SharedBudgets as _, Todos as _, Webhooks as _,
     };
 }

@@ -14,6 +14,7 @@ use models::identity::{Owner, QueueIdentity, ScopeRef};
 use models::presence::{Override, Shift};
 use models::push::{HookCall, HookOutcome, NotifyHook, PushReport, Ring};
 use models::scope::{Actor, Endpoint, HumanScope, Reach, Team, TeamRole};
+use models::shared_budget::{BudgetOwner, SharedBudgetSpec, SharedBudgetView};
 use models::store::{
     AgentLookup, AuditRecord, ClaimNext, Claimed, ClaimedMany, Ingested, NewEndpoint, OverrideBy, PolicyActor,
     PolicyDetail, PresenceView, QueueAdmission, SweepReport, TodoQuery, WebhookRoute,
@@ -426,5 +427,17 @@ impl<S: Store> Hooks for Faulty<S> {
 
     async fn finish_hook_call(&self, call_id: i64, replica_id: &str, outcome: &HookOutcome) -> Result<()> {
         self.guarded(Kind::Write, self.inner.finish_hook_call(call_id, replica_id, outcome), nothing).await
+    }
+}
+
+// Issue #52's shared budgets pass through unfaulted: the simulation's workload does not set
+// them yet (they charge no claim yet, `docs/requirements.md` X-2).
+impl<S: Store> models::store::SharedBudgets for Faulty<S> {
+    passed_through! {
+        async fn set_shared_budget(&self, owner: &BudgetOwner, spec: &SharedBudgetSpec, actor: &PolicyActor) -> Result<SharedBudgetView>;
+        async fn shared_budgets(&self, owners: &[BudgetOwner]) -> Result<Vec<SharedBudgetView>>;
+        async fn shared_budget(&self, owner: &BudgetOwner, name: &str) -> Result<SharedBudgetView>;
+        async fn delete_shared_budget(&self, owner: &BudgetOwner, name: &str, actor: &PolicyActor) -> Result<()>;
+        async fn shared_budget_audit(&self, owner: &BudgetOwner, name: &str, limit: i64) -> Result<Vec<AuditRecord>>;
     }
 }
