@@ -16,8 +16,9 @@ use serde_json::{Map, Value, json};
 
 /// Largest `max_in_flight` a policy may set (REQ-1).
 pub const MAX_IN_FLIGHT_LIMIT: i64 = 10_000;
-/// Largest `max_claims_per_window` a policy may set (REQ-1), and an additional window's `max_claims`.
-pub const MAX_CLAIMS_PER_WINDOW_LIMIT: i64 = 1_000_000;
+/// Largest `max_claims_per_window` a policy may set (REQ-1), an additional window's and a
+/// shared budget's `max_claims` (kept in `limits`, beneath both).
+pub use crate::limits::MAX_CLAIMS_PER_WINDOW_LIMIT;
 /// How many `additional_windows` a policy may carry beside its primary window (issue #52).
 pub const ADDITIONAL_WINDOWS_MAX: usize = 4;
 
@@ -251,7 +252,7 @@ impl Policy {
         let max_claims_per_window = limit(map, "max_claims_per_window", MAX_CLAIMS_PER_WINDOW_LIMIT)?;
         let window = match map.get("window") {
             None | Some(Value::Null) => None,
-            Some(Value::Object(window)) => Some(window_from(window)?),
+            Some(Value::Object(window)) => Some(WindowSpec::from_request_object(window)?),
             Some(_) => return Err(Error::invalid("window", "window must be an object {period, tz, start, weekday?}")),
         };
         if max_in_flight.is_none() && max_claims_per_window.is_none() {
@@ -412,7 +413,7 @@ fn additional_windows_from(value: Option<&Value>) -> Result<Vec<WindowLimit>> {
                 .map_err(|e| Error::invalid(&format!("{at}.max_claims"), format!("{at}.{}", e.message)))?
                 .ok_or_else(|| Error::invalid(&format!("{at}.max_claims"), format!("{at}.max_claims is required")))?;
             let window = match map.get("window") {
-                Some(Value::Object(window)) => window_from(window).map_err(|e| {
+                Some(Value::Object(window)) => WindowSpec::from_request_object(window).map_err(|e| {
                     let inner = e.extras["field"].as_str().unwrap_or("window").to_owned();
                     Error::invalid(&format!("{at}.{inner}"), format!("{at}.{inner}: {}", e.message))
                 })?,
@@ -437,27 +438,6 @@ fn limit(map: &Map<String, Value>, field: &str, max: i64) -> Result<Option<i64>>
         },
         Some(_) => Err(Error::invalid(field, format!("{field} must be an integer from 0 to {max}, or null"))),
     }
-}
-
-pub(crate) fn window_from(window: &Map<String, Value>) -> Result<WindowSpec> {
-    if let Some(unknown) = window.keys().find(|k| !["period", "tz", "start", "weekday"].contains(&k.as_str())) {
-        return Err(Error::invalid(&format!("window.{unknown}"), format!("unknown field window.{unknown}")));
-    }
-    let text = |key: &str| -> Result<Option<&str>> {
-        match window.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(Error::invalid(&format!("window.{key}"), format!("window.{key} must be a string"))),
-        }
-    };
-    let required = |key: &str| -> Result<&str> {
-        text(key)?.ok_or_else(|| Error::invalid(&format!("window.{key}"), format!("window.{key} is required")))
-    };
-    let period = required("period")?;
-    WindowSpec::parse_fields(period, text("tz")?, text("start")?, text("weekday")?).map_err(|e| {
-        let message = if e.message.starts_with("is ") { format!("{} {}", e.field, e.message) } else { e.message };
-        Error::invalid(e.field, message)
-    })
 }
 
 /// What the status of a queue identity is derived from: observations, never stored state.

@@ -119,3 +119,7 @@ fn check_quota(held: i64, max: i64, limit: &str, holder: &str, things: &str, rem
 /// How long a webhook's replaced signing secret keeps verifying deliveries after a rotation
 /// (issue #14): a day, for the provider to be reconfigured without losing a delivery.
 pub const WEBHOOK_SECRET_GRACE_SECONDS: i64 = 86_400;
+
+/// Largest `max_claims_per_window` a policy may set (SPEC-0030 REQ-1), an additional window's and
+/// a shared budget's `max_claims` (issue #52).
+pub const MAX_CLAIMS_PER_WINDOW_LIMIT: i64 = 1_000_000;

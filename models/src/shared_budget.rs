@@ -9,9 +9,9 @@
 //! transaction's lock order (todo, then the queue's policy, then its shared budgets in name
 //! order) and the surfaces are not built yet; `docs/requirements.md` ("X-2") says what is.
 
-use crate::admission::{MAX_CLAIMS_PER_WINDOW_LIMIT, window_from};
 use crate::error::{Error, Result};
 use crate::identity::{QueueIdentity, ScopeRef, validate_queue_name, well_formed_name};
+use crate::limits::MAX_CLAIMS_PER_WINDOW_LIMIT;
 use crate::window::WindowSpec;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -78,7 +78,7 @@ impl SharedBudget {
             )
         })?;
         let window = match map.get("window") {
-            Some(Value::Object(window)) => window_from(window)?,
+            Some(Value::Object(window)) => WindowSpec::from_request_object(window)?,
             None | Some(Value::Null) => return Err(Error::invalid("window", "window is required")),
             Some(_) => {
                 return Err(Error::invalid("window", "window must be an object {period, tz?, start?, weekday?}"));

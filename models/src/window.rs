@@ -266,6 +266,40 @@ impl WindowSpec {
         }
     }
 
+    /// A request's `window` object (`{period, tz?, start?, weekday?}`), each error naming its
+    /// field as the request names it (`window.tz`): what a policy's windows and a shared
+    /// budget's window are read with.
+    pub fn from_request_object(
+        window: &serde_json::Map<String, serde_json::Value>,
+    ) -> crate::error::Result<WindowSpec> {
+        if let Some(unknown) = window.keys().find(|k| !["period", "tz", "start", "weekday"].contains(&k.as_str())) {
+            return Err(crate::error::Error::invalid(
+                &format!("window.{unknown}"),
+                format!("unknown field window.{unknown}"),
+            ));
+        }
+        let text = |key: &str| -> crate::error::Result<Option<&str>> {
+            match window.get(key) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(serde_json::Value::String(s)) => Ok(Some(s)),
+                Some(_) => Err(crate::error::Error::invalid(
+                    &format!("window.{key}"),
+                    format!("window.{key} must be a string"),
+                )),
+            }
+        };
+        let required = |key: &str| -> crate::error::Result<&str> {
+            text(key)?.ok_or_else(|| {
+                crate::error::Error::invalid(&format!("window.{key}"), format!("window.{key} is required"))
+            })
+        };
+        let period = required("period")?;
+        WindowSpec::parse_fields(period, text("tz")?, text("start")?, text("weekday")?).map_err(|e| {
+            let message = if e.message.starts_with("is ") { format!("{} {}", e.field, e.message) } else { e.message };
+            crate::error::Error::invalid(e.field, message)
+        })
+    }
+
     pub fn period_name(&self) -> &'static str {
         self.period.as_str()
     }
