@@ -12,8 +12,10 @@ use support::{Client, Server, add_human, data_dir};
 
 /// A scrape token of the minimum length or more (contract §1: at least 32 bytes).
 const METRICS_TOKEN: &str = "scrape-token-for-the-metrics-tests-0123456789";
-const STATUSES: [&str; 5] = ["admitted", "window_exhausted", "in_flight_full", "paused", "admission_unavailable"];
-const REASONS: [&str; 4] = ["window_exhausted", "in_flight_full", "paused", "admission_unavailable"];
+const STATUSES: [&str; 6] =
+    ["admitted", "window_exhausted", "in_flight_full", "paused", "admission_unavailable", "shared_budget_exhausted"];
+const REASONS: [&str; 5] =
+    ["window_exhausted", "in_flight_full", "paused", "admission_unavailable", "shared_budget_exhausted"];
 const ALLOWED_LABELS: [&str; 7] = ["queue", "status", "reason", "source", "outcome", "action", "collector"];
 
 /// One sample line of the Prometheus text format.

@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::forecast::RecentCharges;
+use crate::shared_budget::{self, BudgetName, SharedBudgetStatus, SharedUse};
 use crate::window::WindowSpec;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -88,11 +89,18 @@ pub enum Reason {
     InFlightFull,
     Paused,
     AdmissionUnavailable,
+    /// Issue #52: a shared budget the queue draws from has nothing left in its window.
+    SharedBudgetExhausted,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 4] =
-        [Reason::WindowExhausted, Reason::InFlightFull, Reason::Paused, Reason::AdmissionUnavailable];
+    pub const ALL: [Reason; 5] = [
+        Reason::WindowExhausted,
+        Reason::InFlightFull,
+        Reason::Paused,
+        Reason::AdmissionUnavailable,
+        Reason::SharedBudgetExhausted,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -100,6 +108,18 @@ impl Reason {
             Reason::InFlightFull => "in_flight_full",
             Reason::Paused => "paused",
             Reason::AdmissionUnavailable => "admission_unavailable",
+            Reason::SharedBudgetExhausted => "shared_budget_exhausted",
+        }
+    }
+
+    /// Why a todo waits, in the few words of the board's chip and the CLI's.
+    pub fn words(self) -> &'static str {
+        match self {
+            Reason::WindowExhausted => "budget",
+            Reason::InFlightFull => "in flight full",
+            Reason::Paused => "paused",
+            Reason::AdmissionUnavailable => "unavailable",
+            Reason::SharedBudgetExhausted => "shared budget",
         }
     }
 }
@@ -132,15 +152,17 @@ pub enum QueueStatus {
     InFlightFull,
     Paused,
     AdmissionUnavailable,
+    SharedBudgetExhausted,
 }
 
 impl QueueStatus {
-    pub const ALL: [QueueStatus; 5] = [
+    pub const ALL: [QueueStatus; 6] = [
         QueueStatus::Admitted,
         QueueStatus::WindowExhausted,
         QueueStatus::InFlightFull,
         QueueStatus::Paused,
         QueueStatus::AdmissionUnavailable,
+        QueueStatus::SharedBudgetExhausted,
     ];
 
     /// The status of an identity deferred for `reason`, or admitted (None).
@@ -151,6 +173,7 @@ impl QueueStatus {
             Some(Reason::InFlightFull) => QueueStatus::InFlightFull,
             Some(Reason::Paused) => QueueStatus::Paused,
             Some(Reason::AdmissionUnavailable) => QueueStatus::AdmissionUnavailable,
+            Some(Reason::SharedBudgetExhausted) => QueueStatus::SharedBudgetExhausted,
         }
     }
 
@@ -161,6 +184,7 @@ impl QueueStatus {
             QueueStatus::InFlightFull => Reason::InFlightFull.as_str(),
             QueueStatus::Paused => Reason::Paused.as_str(),
             QueueStatus::AdmissionUnavailable => Reason::AdmissionUnavailable.as_str(),
+            QueueStatus::SharedBudgetExhausted => Reason::SharedBudgetExhausted.as_str(),
         }
     }
 }
@@ -497,6 +521,8 @@ pub struct PolicyStatus {
     pub windows: Vec<WindowStatus>,
     /// Issue #52: when the first window to run out would, at the recent rate (`forecast`).
     pub forecast_exhausted_at: Option<DateTime<Utc>>,
+    /// Issue #52: each shared budget the queue draws from, in name order (`with_shared_budgets`).
+    pub shared_budgets: Vec<SharedBudgetStatus>,
     #[serde(skip)]
     pub hint: AdmissionHint,
 }
@@ -511,11 +537,13 @@ pub struct AdmissionHint {
     /// Issue #52: for `window_exhausted`, the window that defers the queue longest (whose
     /// boundary is `next_eligible_at`).
     pub window: Option<WindowSpec>,
+    /// Issue #52: for `shared_budget_exhausted`, the budget that defers the queue longest.
+    pub shared_budget: Option<BudgetName>,
 }
 
 impl AdmissionHint {
     pub const ADMITTED: AdmissionHint =
-        AdmissionHint { reason: None, next_eligible_at: None, exact: None, window: None };
+        AdmissionHint { reason: None, next_eligible_at: None, exact: None, window: None, shared_budget: None };
 
     pub fn is_deferred(&self) -> bool {
         self.reason.is_some()
@@ -571,9 +599,10 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
                     let expiry = observed.earliest_lease_expiry.unwrap_or(observed.now).max(observed.now);
                     (Some(expiry + observed.reaper_interval), Some(false), None)
                 }
-                Reason::Paused | Reason::AdmissionUnavailable => (None, None, None),
+                // `decide` never refuses for a shared budget (`with_shared_budgets` does).
+                Reason::Paused | Reason::AdmissionUnavailable | Reason::SharedBudgetExhausted => (None, None, None),
             };
-            AdmissionHint { reason: Some(reason), next_eligible_at, exact, window: binding }
+            AdmissionHint { reason: Some(reason), next_eligible_at, exact, window: binding, shared_budget: None }
         }
     };
     PolicyStatus {
@@ -587,7 +616,53 @@ pub fn status(policy: &Policy, observed: &Observation) -> PolicyStatus {
         window_resets_at: window.filter(|_| windowed).map(|(_, end)| end),
         windows,
         forecast_exhausted_at: forecast_exhausted_at(policy, observed.now, used, &observed.recent),
+        shared_budgets: vec![],
         hint,
+    }
+}
+
+/// Issue #52: a queue's status with the shared budgets it draws from (in name order, as read at
+/// `now`). A spent budget defers the queue unless its policy already pauses it or cannot be read
+/// (those say so without a time); `next_eligible_at` is then the first instant every window and
+/// every budget admits again, the latest of their boundaries, and the reason names whichever
+/// defers longest (a spent budget outranks a full in-flight cap, as a spent window does: a freed
+/// slot admits nothing before the budget turns). A budget of zero admits nothing ever: it names
+/// itself without a time.
+pub fn with_shared_budgets(mut status: PolicyStatus, budgets: &[SharedUse], now: DateTime<Utc>) -> PolicyStatus {
+    status.shared_budgets = shared_budget::statuses(budgets, now);
+    let Some(spent) = shared_budget::exhausted(budgets) else { return status };
+    let hint = &mut status.hint;
+    if matches!(hint.reason, Some(Reason::Paused | Reason::AdmissionUnavailable)) {
+        return status;
+    }
+    let zero = budgets.iter().find(|budget| budget.max_claims == 0);
+    let longest = if zero.is_some() { None } else { shared_budget::admits_again_at(budgets, now) };
+    let defers_longer = match (hint.reason, longest) {
+        (Some(Reason::WindowExhausted), Some((at, _))) => hint.next_eligible_at.is_none_or(|window| at > window),
+        _ => true,
+    };
+    if defers_longer {
+        let budget = zero.or(longest.map(|(_, budget)| budget)).unwrap_or(spent);
+        *hint = AdmissionHint {
+            reason: Some(Reason::SharedBudgetExhausted),
+            next_eligible_at: longest.map(|(at, _)| at),
+            exact: longest.map(|_| true),
+            window: None,
+            shared_budget: BudgetName::new(&budget.name),
+        };
+        status.status = QueueStatus::SharedBudgetExhausted;
+    }
+    status
+}
+
+/// Issue #52: [`decide`] with the shared budgets a queue draws from: admitted only when the
+/// policy (if any) and every budget admit. The reason an answer gives comes from
+/// [`with_shared_budgets`], which weighs the times; this only says whether and, roughly, why.
+pub fn decide_with_shared(policy: Option<&Policy>, in_flight: i64, used: Used, budgets: &[SharedUse]) -> Decision {
+    match policy.map(|policy| decide(policy, in_flight, used)) {
+        Some(Decision::Refuse(reason)) => Decision::Refuse(reason),
+        _ if shared_budget::exhausted(budgets).is_some() => Decision::Refuse(Reason::SharedBudgetExhausted),
+        _ => Decision::Admit,
     }
 }
 
@@ -619,11 +694,13 @@ pub fn unavailable_status() -> PolicyStatus {
         window_resets_at: None,
         windows: vec![],
         forecast_exhausted_at: None,
+        shared_budgets: vec![],
         hint: AdmissionHint {
             reason: Some(Reason::AdmissionUnavailable),
             next_eligible_at: None,
             exact: None,
             window: None,
+            shared_budget: None,
         },
     }
 }
@@ -960,5 +1037,77 @@ mod tests {
             forecast_exhausted_at(&policy, now, used, &recent),
             Some(DateTime::parse_from_rfc3339("2026-12-07T15:17:30Z").expect("instant").to_utc())
         );
+    }
+
+    fn shared(name: &str, max_claims: i64, used: i64, period: &str) -> SharedUse {
+        let window = match period {
+            "minute" => WindowSpec::parse_fields("minute", None, None, None),
+            other => WindowSpec::parse(other, "UTC", "00:00", None),
+        }
+        .expect("window");
+        SharedUse { name: name.into(), max_claims, window, used }
+    }
+
+    // Issue #52 "two queues share one daily budget": a member queue whose own window admits is
+    // deferred by the spent budget until it resets, named, exactly; the budgets are listed.
+    #[test]
+    fn ext52_a_spent_shared_budget_defers_its_member_until_it_resets() {
+        let observed = observed_with("2026-12-07T15:00:30Z", Used::from(3));
+        let budgets = [shared("key", 100, 100, "day")];
+        let spent = with_shared_budgets(status(&daily(10), &observed), &budgets, observed.now);
+        assert_eq!(spent.status, QueueStatus::SharedBudgetExhausted);
+        assert_eq!(spent.hint.reason, Some(Reason::SharedBudgetExhausted));
+        assert_eq!(spent.hint.next_eligible_at, Some(at("2026-12-08T00:00:00Z")));
+        assert_eq!((spent.hint.exact, spent.hint.window), (Some(true), None));
+        assert_eq!(spent.hint.shared_budget.map(|name| name.to_string()), Some("key".into()));
+        assert_eq!(spent.shared_budgets.len(), 1);
+        assert_eq!((spent.shared_budgets[0].used, spent.shared_budgets[0].remaining), (100, 0));
+        assert_eq!(
+            decide_with_shared(Some(&daily(10)), 0, Used::from(3), &budgets),
+            Decision::Refuse(Reason::SharedBudgetExhausted)
+        );
+        assert_eq!(
+            decide_with_shared(None, 0, Used::from(0), &budgets),
+            Decision::Refuse(Reason::SharedBudgetExhausted)
+        );
+        let open = [shared("key", 100, 99, "day")];
+        assert_eq!(decide_with_shared(None, 0, Used::from(0), &open), Decision::Admit);
+        let admitted = with_shared_budgets(status(&daily(10), &observed), &open, observed.now);
+        assert_eq!((admitted.status, admitted.hint), (QueueStatus::Admitted, AdmissionHint::ADMITTED));
+    }
+
+    // Issue #52: next_eligible_at is the first instant every window and budget admits: the
+    // latest boundary, named by whichever defers longest; a pause keeps its word.
+    #[test]
+    fn ext52_the_window_or_budget_that_defers_longest_names_the_wait() {
+        let observed = observed_with("2026-12-07T15:00:30Z", Used::from(10));
+        // The queue's day is spent too, until midnight; a minute budget turns first.
+        let minute = [shared("burst", 5, 5, "minute")];
+        let by_window = with_shared_budgets(status(&daily(10), &observed), &minute, observed.now);
+        assert_eq!(by_window.hint.reason, Some(Reason::WindowExhausted));
+        assert_eq!(by_window.hint.next_eligible_at, Some(at("2026-12-08T00:00:00Z")));
+        // A week's budget outlasts the day.
+        let week = [SharedUse {
+            window: WindowSpec::parse("week", "UTC", "00:00", Some("Mon")).expect("week"),
+            ..shared("weekly", 5, 5, "day")
+        }];
+        let by_budget = with_shared_budgets(status(&daily(10), &observed), &week, observed.now);
+        assert_eq!(by_budget.hint.reason, Some(Reason::SharedBudgetExhausted));
+        assert_eq!(by_budget.hint.next_eligible_at, Some(at("2026-12-14T00:00:00Z")));
+        // A spent budget outranks a full in-flight cap, as a spent window does.
+        let capped = Policy::from_request(&json!({"max_in_flight": 1})).expect("valid");
+        let full = Observation { in_flight: 1, ..observed_with("2026-12-07T15:00:30Z", Used::from(0)) };
+        let spent = with_shared_budgets(status(&capped, &full), &minute, full.now);
+        assert_eq!(
+            (spent.hint.reason, spent.hint.next_eligible_at),
+            (Some(Reason::SharedBudgetExhausted), Some(at("2026-12-07T15:01:00Z")))
+        );
+        // A paused policy stays paused; a budget of zero admits nothing, without a time.
+        let paused = with_shared_budgets(status(&daily(0), &observed), &minute, observed.now);
+        assert_eq!(paused.hint.reason, Some(Reason::Paused));
+        let zero = [shared("a-zero", 0, 0, "day"), shared("b-burst", 5, 5, "minute")];
+        let none = with_shared_budgets(status(&daily(100), &observed), &zero, observed.now);
+        assert_eq!((none.hint.reason, none.hint.next_eligible_at), (Some(Reason::SharedBudgetExhausted), None));
+        assert_eq!(none.hint.shared_budget.map(|name| name.to_string()), Some("a-zero".into()));
     }
 }

@@ -205,6 +205,7 @@ impl ClaimNextRounds {
                     next_eligible_at: hint.next_eligible_at,
                     exact: hint.exact,
                     window: hint.window,
+                    shared_budget: hint.shared_budget,
                 })
             })
             .collect();
@@ -231,6 +232,10 @@ pub fn deferred_error(
     // Issue #52: a refusal by a window names the window.
     if let Some(window) = hint.window {
         error = error.with("window", window.to_json());
+    }
+    // A refusal by a shared budget names the budget.
+    if let Some(budget) = hint.shared_budget {
+        error = error.with("shared_budget", budget.as_str());
     }
     if let Some(seconds) = retry_after_seconds {
         error = error.with("retry_after_seconds", seconds);
@@ -316,6 +321,7 @@ mod tests {
                     next_eligible_at: None,
                     exact: Some(false),
                     window: None,
+                    shared_budget: None,
                 },
                 ..unavailable_status()
             },
@@ -501,6 +507,7 @@ mod tests {
             next_eligible_at: Some(at(90)),
             exact: Some(true),
             window: None,
+            shared_budget: None,
         };
         let error = deferred_error(&queue("a"), Reason::WindowExhausted, hint, Some(at(0)));
         assert_eq!(error.code, Code::Deferred);

@@ -182,6 +182,79 @@ pub fn too_many_budgets(index: usize) -> Error {
     Error::invalid(&field, format!("{field} already belongs to {SHARED_BUDGETS_PER_QUEUE_MAX} shared budgets"))
 }
 
+/// A budget's name in a form that copies, so the admission hint that names the budget deferring
+/// a queue stays `Copy` (names are at most [`SHARED_BUDGET_NAME_LENGTH_MAX`] ASCII bytes).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BudgetName {
+    bytes: [u8; SHARED_BUDGET_NAME_LENGTH_MAX],
+    len: u8,
+}
+
+impl BudgetName {
+    /// None for a name no budget can have (empty, too long, outside the alphabet).
+    pub fn new(name: &str) -> Option<BudgetName> {
+        validate_name(name).ok()?;
+        let mut bytes = [0; SHARED_BUDGET_NAME_LENGTH_MAX];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        Some(BudgetName { bytes, len: name.len() as u8 })
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only `new` builds one, from a validated ASCII name.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for BudgetName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for BudgetName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for BudgetName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// One shared budget of a member queue's status (issue #52), as a window of its `windows` is
+/// shown, with the budget's name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SharedBudgetStatus {
+    pub name: String,
+    pub window: WindowSpec,
+    pub max_claims: i64,
+    pub used: i64,
+    pub remaining: i64,
+    pub window_start: DateTime<Utc>,
+    pub window_resets_at: DateTime<Utc>,
+}
+
+/// Each budget's status at `now`, in the order given (name order).
+pub fn statuses(budgets: &[SharedUse], now: DateTime<Utc>) -> Vec<SharedBudgetStatus> {
+    budgets
+        .iter()
+        .map(|budget| {
+            let (window_start, window_resets_at) = budget.window.window_containing(now);
+            SharedBudgetStatus {
+                name: budget.name.clone(),
+                window: budget.window,
+                max_claims: budget.max_claims,
+                used: budget.used,
+                remaining: (budget.max_claims - budget.used).max(0),
+                window_start,
+                window_resets_at,
+            }
+        })
+        .collect()
+}
+
 /// A shared budget as a claim or a status read of one member queue sees it: its limit, its
 /// window, and what was charged in the window containing the instant of the read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -159,7 +159,9 @@ impl<'a> World<'a> {
     fn next_change(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.waiting.front()?;
         match decide(self.policy, self.releases.len() as i64, self.used) {
-            Decision::Admit | Decision::Refuse(Reason::Paused | Reason::AdmissionUnavailable) => None,
+            // The preview replays the policy alone; `decide` never refuses for a shared budget.
+            Decision::Admit
+            | Decision::Refuse(Reason::Paused | Reason::AdmissionUnavailable | Reason::SharedBudgetExhausted) => None,
             // Every spent window must turn: the latest of their ends (issue #52).
             Decision::Refuse(Reason::WindowExhausted) => {
                 self.spent().map(|(_, _, end)| end).max().filter(|end| *end > now)

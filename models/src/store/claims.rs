@@ -43,6 +43,8 @@ pub struct DeferredQueue {
     pub exact: Option<bool>,
     /// Issue #52: the window that defers it, for `window_exhausted`.
     pub window: Option<crate::window::WindowSpec>,
+    /// Issue #52: the shared budget that defers it, for `shared_budget_exhausted`.
+    pub shared_budget: Option<crate::shared_budget::BudgetName>,
 }
 
 /// The claims role: `claim_next`, its batch form, and the claim of a named todo. Each claim is

@@ -62,17 +62,13 @@ pub fn status_words(status: QueueStatus) -> (&'static str, &'static str) {
         QueueStatus::InFlightFull => ("in-flight full", "full"),
         QueueStatus::Paused => ("paused", "paused"),
         QueueStatus::AdmissionUnavailable => ("unavailable", "unavailable"),
+        QueueStatus::SharedBudgetExhausted => ("shared budget spent", "exhausted"),
     }
 }
 
 /// Why a todo waits, in the chip's words.
 pub fn reason_words(reason: Reason) -> &'static str {
-    match reason {
-        Reason::WindowExhausted => "budget",
-        Reason::InFlightFull => "in flight full",
-        Reason::Paused => "paused",
-        Reason::AdmissionUnavailable => "unavailable",
-    }
+    reason.words()
 }
 
 /// The policy's zone (UTC when the policy has no window or cannot be read).

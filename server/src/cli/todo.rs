@@ -5,7 +5,6 @@
 use super::client::{Api, Failure};
 use super::render::{Table, Viewer, clip, one_line};
 use crate::wire_types::{HintBody, Millis, OneTodo, TodoBody, Todos};
-use models::admission::Reason;
 use reqwest::Method;
 
 /// Longest title the list prints; `todo show` prints it whole.
@@ -62,12 +61,7 @@ fn list_text(todos: &[TodoBody], viewer: Viewer) -> String {
 fn chip(admission: &HintBody, viewer: Viewer) -> String {
     let state = admission.state.as_str();
     let Some(deferred) = &admission.deferred else { return state.into() };
-    let reason = match deferred.reason {
-        Reason::WindowExhausted => "budget",
-        Reason::InFlightFull => "in flight full",
-        Reason::Paused => "paused",
-        Reason::AdmissionUnavailable => "unavailable",
-    };
+    let reason = deferred.reason.words();
     match deferred.next_eligible_at {
         Some(Millis(when)) => {
             let approximately = if deferred.exact == Some(false) { "~" } else { "" };

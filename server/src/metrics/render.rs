@@ -341,7 +341,9 @@ mod tests {
         };
         let rendered = render(&config, &counters, Some(&[broken]), Some(0)).expect("render");
         let lines: Vec<&str> = rendered.lines().filter(|l| l.starts_with("switchboard_admission_")).collect();
-        assert_eq!(lines.iter().filter(|l| l.starts_with("switchboard_admission_policies{")).count(), 5);
+        // One series per status, issue #52's `shared_budget_exhausted` among them.
+        assert_eq!(lines.iter().filter(|l| l.starts_with("switchboard_admission_policies{")).count(), 6);
+        assert!(lines.contains(&"switchboard_admission_policies{queue=\"lane\",status=\"shared_budget_exhausted\"} 0"));
         assert!(lines.contains(&"switchboard_admission_policies{queue=\"lane\",status=\"admission_unavailable\"} 1"));
         assert!(
             lines.contains(&"switchboard_admission_deferred_todos{queue=\"lane\",reason=\"admission_unavailable\"} 7")

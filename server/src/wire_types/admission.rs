@@ -153,7 +153,7 @@ pub enum EntryAdmission {
     Budgeted {
         pending: i64,
         #[serde(flatten)]
-        status: StatusBody,
+        status: Box<StatusBody>,
     },
     Unbudgeted {
         status: QueueStatus,
@@ -167,9 +167,10 @@ impl QueueAdmissionEntry {
             scope: scope_string(identity),
             policy: admission.and_then(|a| a.policy.as_ref()).map(PolicyBody::from),
             admission: match admission {
-                Some(admission) => {
-                    EntryAdmission::Budgeted { pending: admission.pending, status: StatusBody::from(&admission.status) }
-                }
+                Some(admission) => EntryAdmission::Budgeted {
+                    pending: admission.pending,
+                    status: Box::new(StatusBody::from(&admission.status)),
+                },
                 None => EntryAdmission::Unbudgeted { status: QueueStatus::Admitted },
             },
         }

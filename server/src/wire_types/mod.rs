@@ -194,6 +194,24 @@ pub struct StatusBody {
     /// null when it resets first, nothing was claimed lately, or nothing is left.
     #[serde(default)]
     pub forecast_exhausted_at: Option<Millis>,
+    /// Issue #52: for `shared_budget_exhausted`, the budget that defers the queue longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_budget: Option<String>,
+    /// Issue #52: each shared budget the queue draws from, in name order; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_budgets: Vec<SharedBudgetStatusBody>,
+}
+
+/// One shared budget of a status's `shared_budgets` (issue #52).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SharedBudgetStatusBody {
+    pub name: String,
+    pub window: WindowSpec,
+    pub max_claims: i64,
+    pub used: i64,
+    pub remaining: i64,
+    pub window_start: Millis,
+    pub window_resets_at: Millis,
 }
 
 /// One window of a status's `windows` (issue #52).
@@ -234,6 +252,20 @@ impl From<&PolicyStatus> for StatusBody {
                 })
                 .collect(),
             forecast_exhausted_at: millis(status.forecast_exhausted_at),
+            shared_budget: status.hint.shared_budget.map(|name| name.to_string()),
+            shared_budgets: status
+                .shared_budgets
+                .iter()
+                .map(|b| SharedBudgetStatusBody {
+                    name: b.name.clone(),
+                    window: b.window,
+                    max_claims: b.max_claims,
+                    used: b.used,
+                    remaining: b.remaining,
+                    window_start: Millis(b.window_start),
+                    window_resets_at: Millis(b.window_resets_at),
+                })
+                .collect(),
         }
     }
 }
@@ -274,6 +306,9 @@ pub struct DeferredBody {
     /// Issue #52: for `window_exhausted`, the window that defers the queue longest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowSpec>,
+    /// Issue #52: for `shared_budget_exhausted`, the budget that defers the queue longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_budget: Option<String>,
 }
 
 impl From<&DeferredQueue> for DeferredBody {
@@ -286,6 +321,7 @@ impl From<&DeferredQueue> for DeferredBody {
             next_eligible_at: millis(deferred.next_eligible_at),
             exact: deferred.exact,
             window: deferred.window,
+            shared_budget: deferred.shared_budget.map(|name| name.to_string()),
         }
     }
 }
@@ -473,6 +509,7 @@ mod tests {
             next_eligible_at: Some(at),
             exact: Some(true),
             window: None,
+            shared_budget: None,
         };
         let written = serde_json::to_value(HintBody::from(&deferred)).expect("json");
         assert_eq!(
@@ -493,11 +530,21 @@ mod tests {
             next_eligible_at: None,
             exact: None,
             window: None,
+            shared_budget: None,
         };
         assert_eq!(
-            serde_json::to_value(ClaimNextBody::empty(&[deferred])).expect("json"),
+            serde_json::to_value(ClaimNextBody::empty(std::slice::from_ref(&deferred))).expect("json"),
             json!({"empty": true, "deferred": [{"queue": "inbox", "scope": "team:tm_1", "reason": "paused",
                 "pending": 2, "next_eligible_at": null, "exact": null}]})
         );
+        // Issue #52: a queue deferred by a shared budget names it.
+        let by_budget = DeferredQueue {
+            reason: Reason::SharedBudgetExhausted,
+            shared_budget: models::shared_budget::BudgetName::new("openai-key"),
+            ..deferred
+        };
+        let written = serde_json::to_value(ClaimNextBody::empty(&[by_budget])).expect("json");
+        assert_eq!(written["deferred"][0]["reason"], "shared_budget_exhausted");
+        assert_eq!(written["deferred"][0]["shared_budget"], "openai-key");
     }
 }
