@@ -45,6 +45,10 @@ struct Slot {
     delivered: VecDeque<i64>,
     /// The stream's event id when it attached (its `Last-Event-ID`, or 0): what it had before.
     attached_after: i64,
+    /// Doorbells announced while the stream's replay is still being read, held back so the
+    /// client gets them after the older rings the replay sends (`Hub::replayed`). None once the
+    /// replay is done.
+    held_back: Option<Vec<StreamEvent>>,
 }
 
 /// The replica-local half of push: streams held here, and the loop's nudges.
@@ -91,7 +95,8 @@ impl Hub {
     }
 
     /// Registers a stream for a session; a previous stream of the same session on this replica
-    /// is closed (one stream per session).
+    /// is closed (one stream per session). Until `replayed` is called, announced doorbells are
+    /// held back, so a ring announced now cannot overtake an older one the replay sends.
     pub(crate) fn register(
         &self,
         session_id: &str,
@@ -99,7 +104,13 @@ impl Hub {
         attached_after: i64,
     ) -> mpsc::Receiver<StreamSignal> {
         let (sender, receiver) = mpsc::channel(STREAM_BUFFER_MAX);
-        let slot = Slot { endpoint_id: endpoint_id.to_string(), sender, delivered: VecDeque::new(), attached_after };
+        let slot = Slot {
+            endpoint_id: endpoint_id.to_string(),
+            sender,
+            delivered: VecDeque::new(),
+            attached_after,
+            held_back: Some(Vec::new()),
+        };
         if let Some(old) = self.slots().insert(session_id.to_string(), slot) {
             let _ = old.sender.try_send(StreamSignal::Close);
         }
@@ -134,12 +145,38 @@ impl Hub {
         ids
     }
 
-    /// Sends a doorbell to its session's stream if this replica holds it; true when sent.
+    /// Sends a doorbell to its session's stream if this replica holds it; true when sent (or
+    /// held back behind the stream's replay, to be sent when it is done).
     pub fn deliver(&self, session_id: &str, event: StreamEvent) -> bool {
         let mut slots = self.slots();
         let Some(slot) = slots.get_mut(session_id) else {
             return false;
         };
+        if let Some(held_back) = slot.held_back.as_mut() {
+            held_back.push(event);
+            return true;
+        }
+        Self::send(session_id, slot, event)
+    }
+
+    /// Ends a stream's replay: sends the rings it missed (`missed`, from the store), then what
+    /// was announced meanwhile, each in event-id order and each once.
+    pub fn replayed(&self, session_id: &str, missed: &[Ring]) {
+        let mut slots = self.slots();
+        let Some(slot) = slots.get_mut(session_id) else { return };
+        let mut events: Vec<StreamEvent> = missed
+            .iter()
+            .filter(|ring| ring.session_id == session_id)
+            .map(|ring| StreamEvent { seq: ring.seq, message: ring.message.clone() })
+            .collect();
+        events.extend(slot.held_back.take().unwrap_or_default());
+        events.sort_by_key(|event| event.seq);
+        for event in events {
+            Self::send(session_id, slot, event);
+        }
+    }
+
+    fn send(session_id: &str, slot: &mut Slot, event: StreamEvent) -> bool {
         if slot.delivered.contains(&event.seq) {
             return false;
         }
@@ -153,14 +190,6 @@ impl Hub {
                 tracing::debug!(session = session_id, %error, "stream buffer full or closed; doorbell dropped");
                 false
             }
-        }
-    }
-
-    /// Delivers what the store decided to streams held here (the others are delivered by their
-    /// replicas, which hear of them through the database).
-    pub fn deliver_rings(&self, rings: &[Ring]) {
-        for ring in rings.iter().filter(|ring| ring.replica_id == self.replica_id) {
-            self.deliver(&ring.session_id, StreamEvent { seq: ring.seq, message: ring.message.clone() });
         }
     }
 
@@ -191,5 +220,52 @@ impl Hub {
     /// An in-flight slot freed or a policy changed: the reopen sweep runs now.
     pub fn capacity_changed(&self) {
         self.reopen_now.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use models::push::RingReason;
+    use serde_json::json;
+
+    fn ring(session: &str, seq: i64) -> Ring {
+        Ring {
+            seq,
+            ring_id: format!("rg_{seq}"),
+            session_id: session.into(),
+            endpoint_id: "ep_1".into(),
+            replica_id: "rp_1".into(),
+            queue: Some("q".into()),
+            todo_id: None,
+            reason: RingReason::Created,
+            message: json!({"seq": seq}),
+        }
+    }
+
+    fn received(receiver: &mut mpsc::Receiver<StreamSignal>) -> Vec<i64> {
+        let mut seqs = Vec::new();
+        while let Ok(StreamSignal::Event(event)) = receiver.try_recv() {
+            seqs.push(event.seq);
+        }
+        seqs
+    }
+
+    // Issue #51: a stream that resumes with Last-Event-ID gets the rings it missed before any
+    // ring announced while the replay was read, each once, so a client that breaks off again
+    // never resumes past a ring it did not get.
+    #[test]
+    fn req8_a_resumed_stream_gets_its_missed_rings_before_newer_ones_announced_meanwhile() {
+        let hub = Hub::new("rp_1");
+        let mut receiver = hub.register("ms_1", "ep_1", 101);
+        assert!(hub.deliver("ms_1", StreamEvent { seq: 105, message: json!({"seq": 105}) }));
+        assert!(hub.deliver("ms_1", StreamEvent { seq: 103, message: json!({"seq": 103}) }));
+        assert_eq!(received(&mut receiver), Vec::<i64>::new(), "held back behind the replay");
+        hub.replayed("ms_1", &[ring("ms_1", 102), ring("ms_1", 103), ring("ms_other", 104)]);
+        assert_eq!(received(&mut receiver), vec![102, 103, 105]);
+        // Once replayed, announcements go straight through, and one already sent is not resent.
+        assert!(hub.deliver("ms_1", StreamEvent { seq: 106, message: json!({"seq": 106}) }));
+        assert!(!hub.deliver("ms_1", StreamEvent { seq: 105, message: json!({"seq": 105}) }));
+        assert_eq!(received(&mut receiver), vec![106]);
     }
 }

@@ -63,13 +63,17 @@ pub async fn open<S: Store>(
     let receiver = hub.register(&session_id, &agent.endpoint_id, last_event_id.unwrap_or(0));
     tracing::info!(endpoint = %agent.endpoint_id, session = %session_id, "MCP stream attached");
 
-    // What the client missed, then (bounded, rate-limited in the store) a reconnect digest.
-    if let Some(after) = last_event_id {
-        match state.store.rings_since(&session_id, after).await {
-            Ok(missed) => hub.deliver_rings_to_session(&session_id, &missed),
-            Err(error) => tracing::warn!(%error, "could not replay missed doorbells"),
-        }
-    }
+    // What the client missed, in order and before anything announced since it attached (issue
+    // #51: a newer ring sent first would make a client that breaks off resume past the older),
+    // then (bounded, rate-limited in the store) a reconnect digest.
+    let missed = match last_event_id {
+        Some(after) => state.store.rings_since(&session_id, after).await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "could not replay missed doorbells");
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
+    hub.replayed(&session_id, &missed);
     match state.store.reconnect_digest(&agent.endpoint_id, &session_id).await {
         Ok(report) => tasks::deliver(&hub, &report),
         Err(error) => tracing::warn!(%error, "reconnect digest failed"),

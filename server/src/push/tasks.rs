@@ -27,9 +27,12 @@ pub const HOOK_INTERVAL: Duration = Duration::from_secs(1);
 /// it (`spawn_loop`).
 pub const NUDGED_PASS_GAP: Duration = Duration::from_millis(50);
 
-/// Sends the doorbells a pass decided to the streams this replica holds.
+/// What a pass decided that this replica acts on: hook calls to send now. Its doorbells reach
+/// the streams only through `NOTIFY` (`serve::listen_for_doorbells`), on every replica alike,
+/// because that is the order they committed in (issue #51): sent here first, a ring could
+/// overtake an older one another replica committed, and a client that then broke off would
+/// resume past the older.
 pub fn deliver(hub: &Hub, report: &PushReport) {
-    hub.deliver_rings(&report.rings);
     if report.hook_calls_enqueued > 0 {
         hub.hooks_now.notify_one();
     }
