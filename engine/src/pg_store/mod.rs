@@ -71,6 +71,7 @@ pub use board_reads::{QueueCounts, SessionSeen, TodoCursor};
 pub use bootstrap::BootstrapError;
 use credential_cache::CredentialCache;
 pub use principals::{hash_token, new_token};
+pub use push::pass::RING_ORDER_LOCK_CLASS;
 pub use push::{PUSH_CHANNEL, ring_announcement};
 pub use removal::{HumanRemoval, MemberRemoval};
 
