@@ -604,6 +604,35 @@ async fn req8_a_creation_doorbell_to_a_held_session_rings_on_the_next_pass() {
     assert!(world.store.dispatch_pushes().await.expect("dispatch").rings.is_empty(), "each rung once");
 }
 
+// Issue #51: a clock-in whose session is held exclusively (as closing it holds it) is saved and
+// answered; its digest is not lost but rung by the presence sweep once the row is free, once.
+#[tokio::test]
+async fn req8_a_clock_in_digest_for_a_held_session_rings_once_the_row_is_free() {
+    let world = World::new().await;
+    let owner = world.human("clockin").await;
+    let endpoint = endpoint_of(&world.agent(&owner, &["q"]).await);
+    let session = attached(&world, &endpoint, "r1").await;
+    world.push(&QueueIdentity::endpoint(&endpoint, "q"), "waits").await;
+    let now = world.clock.now();
+    world
+        .store
+        .set_presence_override(&endpoint, Some(models::presence::clock_out(None, now)), OverrideBy::Agent)
+        .await
+        .expect("out");
+
+    let holder = lock_session_exclusively(&world, &session).await;
+    let back = models::presence::clock_in(None, now, None).expect("in");
+    let view = world.store.set_presence_override(&endpoint, Some(back), OverrideBy::Agent).await.expect("answered");
+    assert_eq!(view.effective.presence.as_str(), "in");
+    let swept = world.store.presence_sweep().await.expect("the sweep goes on");
+    assert!(swept.rings.is_empty(), "rang through the lock: {swept:?}");
+    holder.rollback().await.expect("release");
+
+    let swept = world.store.presence_sweep().await.expect("sweep");
+    assert_eq!(swept.rings.iter().map(|r| r.reason).collect::<Vec<_>>(), vec![RingReason::Digest], "{swept:?}");
+    assert!(world.store.presence_sweep().await.expect("sweep").rings.is_empty(), "one digest");
+}
+
 // Issue #51: a creation doorbell, and a clock-in digest, that meet the session's row held by
 // another transaction ring it all the same.
 #[tokio::test]
