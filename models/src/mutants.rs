@@ -73,8 +73,8 @@ pub enum Mutant {
     /// "a claim charging only the binding window").
     ChargeOneWindowOnly,
     /// The reopen sweep deletes a reopened identity's watch in a transaction of its own,
-    /// committed before the ring's, so a ring that then cannot be made (its session busy, held
-    /// exclusively; the database gone) is never made (issue #51: a watch goes only with its
+    /// committed before the ring's, so a ring that then fails (its session's row held past the
+    /// lock timeout, the database gone) is never made (issue #51: a watch goes only with its
     /// ring). Hooked in `PgStore` only; hunted by the stress run's push judge.
     WatchDroppedBeforeItsRing,
     /// The forecast answers the instant a window would run out even when the window resets

@@ -191,7 +191,7 @@ pub struct Tally {
     pub push_todos_created: u64,
     pub push_refused_by_faults: u64,
     pub push_gate_changes: u64,
-    /// Gate reopenings made while the listener's session row was held exclusively.
+    /// Gate reopenings made while the listener's session row was held past the lock timeout.
     pub push_sessions_blocked: u64,
     /// Requests a client gave up on mid-flight (`FaultPlan::aborted_requests`).
     pub aborted_requests: u64,
@@ -291,7 +291,7 @@ impl std::fmt::Display for StressReport {
             writeln!(
                 f,
                 "  {push}\n  push load: {} burst todos, {} refused by faults, {} gate changes, {} with the session \
-                 row held exclusively",
+                 row held past the lock timeout",
                 t.push_todos_created, t.push_refused_by_faults, t.push_gate_changes, t.push_sessions_blocked
             )?;
         }

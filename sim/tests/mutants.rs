@@ -38,7 +38,7 @@ fn the_harness_catches_seeded_bugs_of_each_kind() {
         (Mutant::RingSkipsBusySession, Judge::PushStress),
         (Mutant::ReopenWatchKept, Judge::PushStress),
         // A sweep that drops the watch before its ring commits loses the reopening whose ring then
-        // fails (the session's row held exclusively in the blocked round).
+        // fails (the session's row held past the lock timeout in the blocked round).
         (Mutant::WatchDroppedBeforeItsRing, Judge::PushStress),
         // Issue #52: a claim charged to its primary window only overruns the per-minute one,
         // which the ledger judge places with the oracle.

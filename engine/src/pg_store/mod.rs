@@ -71,7 +71,6 @@ pub use board_reads::{QueueCounts, SessionSeen, TodoCursor};
 pub use bootstrap::BootstrapError;
 use credential_cache::CredentialCache;
 pub use principals::{hash_token, new_token};
-pub use push::pass::RING_ORDER_LOCK_CLASS;
 pub use push::{PUSH_CHANNEL, ring_announcement};
 pub use removal::{HumanRemoval, MemberRemoval};
 

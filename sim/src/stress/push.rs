@@ -24,8 +24,8 @@
 //! every judged ring the database recorded for the session received (replayed after a break, if
 //! need be).
 //!
-//! Once per listener a reopening meets the listener's session row held exclusively for a few
-//! sweeps, as a session being closed holds it: the sweeps find the session busy, and the
+//! Once per listener a reopening meets the listener's session row held exclusively past the
+//! ring's lock timeout (1 s), as a session being closed holds it: the sweep's ring fails, and the
 //! reopening is owed its one ring all the same, after the row is free.
 //!
 //! A gate stays open (and closed) for `hold` after the database is reachable, so the reopen sweep
@@ -48,8 +48,8 @@ const CAPPED: &str = "capped";
 /// The queue whose reopening comes from its window rolling over: one claim a minute.
 const METERED: &str = "metered";
 const DOORBELL_METHOD: &str = "notifications/claude/channel";
-/// How long a blocked round holds the listener's session row exclusively: a few reopen sweeps
-/// (one a second), so at least one meets the session busy.
+/// How long a blocked round holds the listener's session row exclusively: past a push pass's
+/// ring lock timeout (1 s), so at least one pass's ring meets it and fails rather than waits.
 const SESSION_BLOCKED_FOR: Duration = Duration::from_millis(3000);
 /// Attempts of one owner or agent request that a fault may fail (a restarting replica, a
 /// restarting database, a rate-limited policy write).

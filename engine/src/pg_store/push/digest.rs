@@ -6,7 +6,7 @@ use super::pass::PushTx;
 use crate::pg_store::rows::identity_of;
 use crate::pg_store::{PgStore, db_error};
 use chrono::{DateTime, Duration, Utc};
-use models::error::{Error, Result};
+use models::error::Result;
 use models::identity::QueueIdentity;
 use models::presence::Presence;
 use models::push::{DigestReason, PushReport, RECONNECT_DIGEST_COOLDOWN_MINUTES, RingReason};
@@ -41,12 +41,7 @@ impl PgStore {
                 self.record_ring(tx, session_id, endpoint_id, replica, None, RingReason::Digest, digest, now).await?
             }
             None => {
-                let rung = self.ring_one(tx, &[endpoint_id.to_string()], None, RingReason::Digest, digest, now).await?;
-                if rung.is_none() {
-                    // The session is busy: the pass rolls back, the presence change stays
-                    // unseen, and the next presence pass rings the digest (issue #51).
-                    return Err(Error::unavailable("the endpoint's session is busy; the digest waits"));
-                }
+                self.ring_one(tx, &[endpoint_id.to_string()], None, RingReason::Digest, digest, now).await?;
             }
         }
         Ok(PushReport::default())

@@ -1,7 +1,8 @@
 //! The passes over `push_due`: each batch of due rows is taken (`SKIP LOCKED`), deleted and
 //! decided in one transaction, so every creation or requeue is pushed once across replicas. Work
-//! in a deferred queue is not rung but watched for its reopening. A todo whose session is busy
-//! (`Pick::Busy`) is due again for the next pass, and the rest of the batch rings.
+//! in a deferred queue is not rung but watched for its reopening. Each todo's push is a step of
+//! its own: one that fails (its session's row held past the ring's lock timeout) is due again
+//! for the next pass, and the rest of the batch rings.
 
 use super::pass::PushTx;
 use crate::pg_store::rows::TodoRow;
@@ -17,18 +18,16 @@ impl PgStore {
     pub(crate) async fn dispatch_pushes_tx(&self) -> Result<PushReport> {
         let mut report = PushReport::default();
         loop {
-            let (batch, (taken, due_again)) = push_pass!(self, |tx| self.dispatch_batch(tx))?;
+            let (batch, taken) = push_pass!(self, |tx| self.dispatch_batch(tx))?;
             report.absorb(batch);
-            // A batch that left work due again waits for the next pass rather than meet it now.
-            if taken < push::PUSH_BATCH_MAX || due_again > 0 {
+            if taken < push::PUSH_BATCH_MAX {
                 break;
             }
         }
         Ok(self.counted(report))
     }
 
-    /// One batch: its report, and how many due rows it took and wrote again (busy sessions).
-    async fn dispatch_batch(&self, tx: &mut PushTx) -> Result<(PushReport, (i64, u64))> {
+    async fn dispatch_batch(&self, tx: &mut PushTx) -> Result<(PushReport, i64)> {
         let due: Vec<DueRow> = sqlx::query_as(composed_sql!(
             "SELECT d.seq AS due_seq, d.reason AS due_reason, {TODO_COLUMNS} \
              FROM push_due d JOIN todos t ON t.id = d.todo_id ORDER BY d.seq LIMIT $1 FOR UPDATE OF d SKIP LOCKED"
@@ -39,7 +38,7 @@ impl PgStore {
         .map_err(db_error)?;
         let taken = due.len() as i64;
         if due.is_empty() {
-            return Ok((PushReport::default(), (0, 0)));
+            return Ok((PushReport::default(), 0));
         }
         let seqs: Vec<i64> = due.iter().map(|d| d.due_seq).collect();
         sqlx::query("DELETE FROM push_due WHERE seq = ANY($1)")
@@ -58,7 +57,6 @@ impl PgStore {
             }
         }
         let mut report = PushReport::default();
-        let mut due_again = 0;
         let deferred = self.deferred_among(work.iter().map(|(t, _)| &t.identity)).await?;
         for (todo, reason) in work {
             if deferred.contains(&todo.identity) {
@@ -66,20 +64,19 @@ impl PgStore {
                 report.withheld_deferred += 1;
                 continue;
             }
-            match self.push_todo(tx, &todo, reason.ring_reason(), Some(reason), now).await? {
+            let step = tx.step().await?;
+            let pushed = self.push_todo(tx, &todo, reason.ring_reason(), Some(reason), now).await;
+            match tx.end_step(step, pushed).await? {
                 Some(pushed) => report.absorb(pushed),
-                None => {
-                    self.due_again(tx, &todo, reason, now).await?;
-                    due_again += 1;
-                }
+                None => self.due_again(tx, &todo, reason, now).await?,
             }
         }
-        Ok((report, (taken, due_again)))
+        Ok((report, taken))
     }
 }
 
 impl PgStore {
-    /// A push that met a busy session is due again, for the next pass (nothing accepted is lost).
+    /// A push that failed in its step is due again, for the next pass (nothing accepted is lost).
     async fn due_again(&self, tx: &mut PushTx, todo: &Todo, reason: DueReason, now: DateTime<Utc>) -> Result<()> {
         sqlx::query("INSERT INTO push_due (todo_id, reason, at) VALUES ($1, $2, $3)")
             .bind(&todo.id)

@@ -69,9 +69,11 @@ impl PgStore {
                 }
             }
         }
-        // A re-ring that meets a busy session is simply left to a later sweep.
+        // Each re-ring is a step of its own: one that fails is simply rung by a later sweep.
         for todo in chosen {
-            report.absorb(self.push_todo(tx, &todo, RingReason::Heartbeat, None, now).await?.unwrap_or_default());
+            let step = tx.step().await?;
+            let rung = self.push_todo(tx, &todo, RingReason::Heartbeat, None, now).await;
+            report.absorb(tx.end_step(step, rung).await?.unwrap_or_default());
         }
         Ok(report)
     }

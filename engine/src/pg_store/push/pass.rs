@@ -1,14 +1,14 @@
 //! A push pass's transaction (`PushTx`): the doorbells it decides are written, numbered and
-//! announced only as it ends (issue #51).
+//! announced only as it ends, and each ring it tries can fail on its own (a savepoint), so one
+//! busy session neither loses a ring nor holds up the others (issue #51).
 //!
 //! Why the numbers wait for the end: a doorbell's `seq` is its stream event id, and a stream that
 //! reconnects asks for the rings after the last id it had (`Last-Event-ID`). Were the id taken
 //! when the ring is decided, a pass that then waited on a lock could commit ring 100 after ring
 //! 101 had been sent, and a stream resuming from 101 would never see 100. So a pass takes a
-//! transaction lock per session it rings (in the order of their keys, so two passes cannot
-//! deadlock) and only then takes the ids; the locks are held until commit, so a session's ids
-//! follow its commit order. Nothing waits between the ids and the commit, and every replica
-//! delivers rings only as `NOTIFY` hands them over, which is commit order too.
+//! transaction lock per session it rings (sorted, so two passes cannot deadlock) and only then
+//! takes the ids; the locks are held until commit, so a session's ids follow its commit order.
+//! Nothing waits between the ids and the commit.
 
 use crate::pg_store::{PgStore, db_error};
 use chrono::{DateTime, Utc};
@@ -18,9 +18,12 @@ use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::{PUSH_CHANNEL, ring_announcement};
 
-/// The advisory-lock class of a session's ring numbering: a pass seals its rings to session `s`
-/// under `pg_advisory_xact_lock(RING_ORDER_LOCK_CLASS, hashtext(s))`.
-pub const RING_ORDER_LOCK_CLASS: i32 = 0x5342_5253;
+/// A push pass's `BEGIN`, with how long one ring waits for a session's row that another
+/// transaction holds exclusively (a session being closed) before its step is rolled back and
+/// left for the next pass: 1 s, short, as the rest of the pass waits with it.
+const BEGIN_PUSH: &str = "BEGIN; SET LOCAL lock_timeout = '1s'";
+/// The advisory-lock class of a session's ring numbering (`pg_advisory_xact_lock(class, key)`).
+const RING_ORDER_LOCK_CLASS: i32 = 0x5342_5253;
 
 /// A doorbell decided in a pass, written when the pass seals (`PushTx::seal`).
 struct DecidedRing {
@@ -32,6 +35,12 @@ struct DecidedRing {
 pub(crate) struct PushTx {
     tx: Transaction<'static, Postgres>,
     decided: Vec<DecidedRing>,
+}
+
+/// Where a step began: what a failed step rolls back to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StepMark {
+    decided: usize,
 }
 
 impl std::ops::Deref for PushTx {
@@ -65,9 +74,9 @@ impl<T> PassOutcome for (PushReport, T) {
 }
 
 impl PgStore {
-    /// Begins a push pass.
+    /// Begins a push pass, its ring waits bounded (`BEGIN_PUSH`, one round trip).
     pub(super) async fn begin_push(&self) -> Result<PushTx> {
-        let tx = self.pool.begin().await.map_err(db_error)?;
+        let tx = self.pool.begin_with(BEGIN_PUSH).await.map_err(db_error)?;
         Ok(PushTx { tx, decided: Vec::new() })
     }
 }
@@ -79,18 +88,41 @@ impl PushTx {
         self.decided.push(DecidedRing { ring, at });
     }
 
+    /// Opens a step that can fail alone (a savepoint).
+    pub(super) async fn step(&mut self) -> Result<StepMark> {
+        sqlx::query("SAVEPOINT push_step").execute(&mut *self.tx).await.map_err(db_error)?;
+        Ok(StepMark { decided: self.decided.len() })
+    }
+
+    /// Ends a step: kept when `outcome` is Ok, rolled back (with the doorbells it decided) when
+    /// not. Err only when the rollback itself fails, which ends the pass.
+    pub(super) async fn end_step<T>(&mut self, mark: StepMark, outcome: Result<T>) -> Result<Option<T>> {
+        match outcome {
+            Ok(value) => {
+                sqlx::query("RELEASE SAVEPOINT push_step").execute(&mut *self.tx).await.map_err(db_error)?;
+                Ok(Some(value))
+            }
+            Err(error) => {
+                tracing::info!(%error, "a push step failed; it is left for the next pass");
+                sqlx::query("ROLLBACK TO SAVEPOINT push_step").execute(&mut *self.tx).await.map_err(db_error)?;
+                self.decided.truncate(mark.decided);
+                Ok(None)
+            }
+        }
+    }
+
     /// Writes the decided doorbells with their event ids, in each session's commit order, and
     /// announces them (delivered at commit). The sealed rings, in the order decided.
     async fn seal(&mut self) -> Result<Vec<Ring>> {
         if self.decided.is_empty() {
             return Ok(Vec::new());
         }
-        let sessions: Vec<&str> = self.decided.iter().map(|d| d.ring.session_id.as_str()).collect();
-        // In the order of the lock keys themselves, so two sessions whose keys collide still
-        // lock in one order everywhere.
+        let mut sessions: Vec<&str> = self.decided.iter().map(|d| d.ring.session_id.as_str()).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
         sqlx::query(
-            "SELECT count(pg_advisory_xact_lock($1, k)) \
-             FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest($2::text[]) AS s ORDER BY k) AS sorted",
+            "SELECT count(pg_advisory_xact_lock($1, hashtext(s))) \
+             FROM (SELECT s FROM unnest($2::text[]) AS s ORDER BY s) AS sorted",
         )
         .bind(RING_ORDER_LOCK_CLASS)
         .bind(&sessions)

@@ -27,12 +27,7 @@ impl PgStore {
         drop(conn);
         let mut report = PushReport::default();
         for row in rows {
-            // One endpoint's change that cannot be acted on now (its session busy) is left for
-            // the next sweep, and keeps nobody else's waiting.
-            match self.presence_transition(&row, now).await {
-                Ok(moved) => report.absorb(moved),
-                Err(error) => tracing::info!(endpoint = %row.id, %error, "presence change left to the next sweep"),
-            }
+            report.absorb(self.presence_transition(&row, now).await?);
         }
         Ok(self.counted(report))
     }
@@ -120,16 +115,8 @@ impl PgStore {
         let now = self.push_now(&mut conn).await?;
         let row = presence_row(&mut conn, endpoint_id).await?;
         drop(conn);
-        // The edit is saved; a digest that cannot ring now (the session busy) is left to the
-        // presence sweep, which acts on the change once it can (issue #51), so the edit's answer
-        // does not fail for it.
         if let Some(row) = row {
-            match self.presence_transition(&row, now).await {
-                Ok(moved) => {
-                    self.counted(moved);
-                }
-                Err(error) => tracing::info!(endpoint = endpoint_id, %error, "presence change left to the sweep"),
-            }
+            self.counted(self.presence_transition(&row, now).await?);
         }
         self.presence_tx(endpoint_id).await
     }

@@ -1,11 +1,11 @@
 //! REQ-8's reopen: a queue identity that was deferred when work arrived is watched, and once it
 //! admits claims again (or lost its policy) one sweep rings its oldest waiting todo and unwatches
-//! it. A watched row is taken with `SKIP LOCKED`, so one replica decides each reopening. A
-//! reopening is unwatched only with its rings: one whose session is busy (`Pick::Busy`) keeps its
-//! watch for the next pass, and the others ring now.
+//! it. A watched row is taken with `SKIP LOCKED`, so one replica decides each reopening. Each
+//! reopening is a step of its own, its unwatch and its rings together: one whose ring fails (its
+//! session's row held past the ring's lock timeout) keeps its watch for the next pass, and the
+//! others ring.
 
 use super::pass::PushTx;
-use super::ring::Pick;
 use super::watch_key;
 use crate::pg_store::rows::TodoRow;
 use crate::pg_store::sql::TODO_COLUMNS;
@@ -128,20 +128,20 @@ impl PgStore {
     }
 
     /// Takes the watches of `admitting` that no other replica holds, reads their statuses again
-    /// under that lock, and rings and unwatches each that still admits claims, in the one
-    /// transaction: a watch never goes without its ring.
+    /// under that lock, and rings and unwatches each that still admits claims, in one step: a
+    /// watch never goes without its ring.
     async fn reopen_in(&self, tx: &mut PushTx, admitting: &[QueueIdentity]) -> Result<PushReport> {
-        let dropped_first = mutant_hooks::reopen_drops_the_watch_first();
-        let reopened = if dropped_first {
+        let reopened = if mutant_hooks::reopen_drops_the_watch_first() {
             self.unwatched_first(admitting).await?
         } else {
             self.take_reopened(tx, admitting).await?
         };
-        let unwatch = !dropped_first && !mutant_hooks::reopen_keeps_the_watch();
         let now = self.push_now(tx).await?;
         let mut report = PushReport::default();
         for identity in &reopened {
-            report.absorb(self.reopen_identity(tx, identity, unwatch, now).await?);
+            let step = tx.step().await?;
+            let rung = self.unwatch_and_ring(tx, identity, now).await;
+            report.absorb(tx.end_step(step, rung).await?.unwrap_or_default());
         }
         Ok(report)
     }
@@ -180,6 +180,19 @@ impl PgStore {
         Ok(identities.into_iter().filter(|i| !deferred.contains(i)).collect())
     }
 
+    /// Unwatches a reopened identity and rings it (`reopen_identity`); one step of the pass.
+    async fn unwatch_and_ring(
+        &self,
+        tx: &mut PushTx,
+        identity: &QueueIdentity,
+        now: DateTime<Utc>,
+    ) -> Result<PushReport> {
+        if !mutant_hooks::reopen_keeps_the_watch() && !mutant_hooks::reopen_drops_the_watch_first() {
+            self.unwatch(tx, identity).await?;
+        }
+        self.reopen_identity(tx, identity, now).await
+    }
+
     async fn unwatch(&self, conn: &mut PgConnection, identity: &QueueIdentity) -> Result<()> {
         let (kind, owner) = watch_key(identity);
         sqlx::query("DELETE FROM admission_reopen_watch WHERE owner_kind = $1 AND owner_id = $2 AND queue = $3")
@@ -193,14 +206,11 @@ impl PgStore {
     }
 
     /// One doorbell per endpoint (in presence) that drains the identity, naming its oldest
-    /// pending todo, and one hook call per hook, with the identity unwatched (when `unwatch`);
-    /// only the unwatch when no todo waits. When a session to ring is busy, nothing at all: the
-    /// watch stays for the next pass, which rings every endpoint then.
+    /// pending todo, and one hook call per hook; nothing when no todo waits.
     async fn reopen_identity(
         &self,
         tx: &mut PushTx,
         identity: &QueueIdentity,
-        unwatch: bool,
         now: DateTime<Utc>,
     ) -> Result<PushReport> {
         let oldest: Option<TodoRow> = sqlx::query_as(composed_sql!(
@@ -216,32 +226,19 @@ impl PgStore {
         .map_err(db_error)?;
         let mut report = PushReport::default();
         let Some(oldest) = oldest else {
-            if unwatch {
-                self.unwatch(tx, identity).await?;
-            }
             return Ok(report);
         };
         let todo = oldest.into_todo()?;
+        report.reopens = 1;
         let targets = self.targets(tx, identity).await?;
-        let mut picked = Vec::new();
         for target in &targets {
             if target.presence(now) == Presence::Out {
                 // The clock-in digest covers this work (REQ-8 "Reopening while clocked out").
                 report.withheld_out += 1;
                 continue;
             }
-            match self.pick_session(tx, std::slice::from_ref(&target.id), now).await? {
-                Pick::Session(session, endpoint, replica) => picked.push((session, endpoint, replica)),
-                Pick::Nobody => {}
-                Pick::Busy => return Ok(PushReport::default()),
-            }
-        }
-        if unwatch {
-            self.unwatch(tx, identity).await?;
-        }
-        report.reopens = 1;
-        for (session, endpoint, replica) in picked {
-            self.record_ring(tx, &session, &endpoint, &replica, Some(&todo), RingReason::Reopen, None, now).await?;
+            let endpoint = [target.id.clone()];
+            self.ring_one(tx, &endpoint, Some(&todo), RingReason::Reopen, None, now).await?;
         }
         report.hook_calls_enqueued += self.enqueue_hooks(tx, &todo, "reopened", &targets, now).await?;
         Ok(report)
