@@ -117,12 +117,12 @@ impl PushTx {
         if self.decided.is_empty() {
             return Ok(Vec::new());
         }
-        let mut sessions: Vec<&str> = self.decided.iter().map(|d| d.ring.session_id.as_str()).collect();
-        sessions.sort_unstable();
-        sessions.dedup();
+        let sessions: Vec<&str> = self.decided.iter().map(|d| d.ring.session_id.as_str()).collect();
+        // In the order of the lock keys themselves: sorted by session id, two sessions whose
+        // keys collide could be locked in opposite orders by two passes, and deadlock.
         sqlx::query(
-            "SELECT count(pg_advisory_xact_lock($1, hashtext(s))) \
-             FROM (SELECT s FROM unnest($2::text[]) AS s ORDER BY s) AS sorted",
+            "SELECT count(pg_advisory_xact_lock($1, k)) \
+             FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest($2::text[]) AS s ORDER BY k) AS sorted",
         )
         .bind(RING_ORDER_LOCK_CLASS)
         .bind(&sessions)
